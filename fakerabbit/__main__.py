@@ -1,0 +1,5 @@
+import sys
+
+from fakerabbit.cli import main
+
+sys.exit(main())

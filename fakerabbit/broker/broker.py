@@ -1,0 +1,147 @@
+"""The broker root: vhosts, users, connections, the clock and the version profile."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fakerabbit.broker import errors
+from fakerabbit.broker.auth import Auth
+from fakerabbit.broker.deadletter import DeadLetters
+from fakerabbit.broker.events import EventLog
+from fakerabbit.broker.policy import Policy, PolicyError, validate_policy
+from fakerabbit.broker.profile import Profile, get_profile
+from fakerabbit.broker.vhost import Vhost
+from fakerabbit.clock import Clock
+
+if TYPE_CHECKING:
+    from fakerabbit.broker.session import Session
+
+
+@dataclass(slots=True, eq=False)
+class ConnectionInfo:
+    """A client connection as the broker sees it."""
+
+    id: int
+    user: str
+    vhost: str
+    peer: str = ""
+    client_properties: dict[str, Any] = field(default_factory=dict)
+    sessions: dict[int, Session] = field(default_factory=dict)
+    # Set by the protocol layer: close(reply_code, reply_text) and drop() (reset, no close frame).
+    close: Callable[[int, str], None] | None = None
+    drop: Callable[[], None] | None = None
+    blocked: Callable[[bool, str], None] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.peer} -> fakerabbit" if self.peer else f"connection {self.id}"
+
+
+class Broker:
+    """Everything a fake RabbitMQ node holds. Single-threaded: call it from the server's loop only."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        rabbitmq_version: str | None = None,
+        users: dict[str, str] | None = None,
+        vhosts: Iterable[str] = ("/",),
+        dead_lettering: bool = True,
+    ) -> None:
+        self.clock = clock
+        self.profile: Profile = get_profile(rabbitmq_version)
+        self.dead_lettering = dead_lettering
+        self.auth = Auth(dict(users) if users is not None else {"guest": "guest"})
+        self._initial_vhosts = tuple(vhosts)
+        self.vhosts: dict[str, Vhost] = {}
+        self.events = EventLog(clock.now_ms)
+        self.dead_letters = DeadLetters(self)
+        self.reply_sessions: dict[str, Session] = {}
+        self.connections: dict[int, ConnectionInfo] = {}
+        self._conn_ids = itertools.count(1)
+        self._msg_ids = itertools.count(1)
+        for name in self._initial_vhosts:
+            self.add_vhost(name)
+
+    def next_msg_id(self) -> int:
+        return next(self._msg_ids)
+
+    # -- vhosts and users -----------------------------------------------------------------------------------
+    def add_vhost(self, name: str) -> Vhost:
+        v = self.vhosts.get(name)
+        if v is None:
+            v = self.vhosts[name] = Vhost(self, name)
+            for user in self.auth.users:
+                self.auth.set_permissions(user, name)
+        return v
+
+    def vhost(self, name: str) -> Vhost:
+        v = self.vhosts.get(name)
+        if v is None:
+            raise KeyError(f"no vhost '{name}'")
+        return v
+
+    # -- connections ----------------------------------------------------------------------------------------
+    def open_connection(self, user: str, vhost: str, *, peer: str = "", client_properties: dict[str, Any]) -> ConnectionInfo:
+        if vhost not in self.vhosts:
+            raise errors.NotAllowed(f"vhost {vhost} not found")
+        if not self.auth.can_access_vhost(user, vhost):
+            raise errors.NotAllowed(f"access to vhost '{vhost}' refused for user '{user}'")
+        conn = ConnectionInfo(next(self._conn_ids), user, vhost, peer, client_properties)
+        self.connections[conn.id] = conn
+        self.events.emit("connection-opened", None, connection=conn.id, user=user, vhost=vhost)
+        return conn
+
+    def close_connection(self, conn: ConnectionInfo) -> None:
+        """The connection is gone: close its channels (requeueing unacked), drop its exclusive queues."""
+        if self.connections.pop(conn.id, None) is None:
+            return
+        for s in list(conn.sessions.values()):
+            s.close()
+        conn.sessions.clear()
+        v = self.vhosts.get(conn.vhost)
+        if v is not None:
+            for q in [q for q in v.queues.values() if q.exclusive_owner == conn.id]:
+                v.delete_queue(q)
+        self.events.emit("connection-closed", None, connection=conn.id)
+
+    # -- policies -------------------------------------------------------------------------------------------
+    def set_policy(
+        self,
+        name: str,
+        pattern: str,
+        definition: dict[str, Any],
+        *,
+        priority: int = 0,
+        apply_to: str = "all",
+        vhost: str = "/",
+        operator: bool = False,
+    ) -> Policy:
+        v = self.vhost(vhost)
+        validate_policy(definition, operator=operator, apply_to=apply_to, profile=self.profile)
+        policy = Policy(name, vhost, pattern, dict(definition), priority, apply_to)
+        (v.operator_policies if operator else v.policies)[name] = policy
+        v.reapply_policies()
+        return policy
+
+    def clear_policy(self, name: str, *, vhost: str = "/", operator: bool = False) -> None:
+        v = self.vhost(vhost)
+        table = v.operator_policies if operator else v.policies
+        if table.pop(name, None) is None:
+            raise PolicyError("Parameter does not exist")
+        v.reapply_policies()
+
+    # -- test support ---------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Back to a fresh node: every vhost emptied and re-created with its predeclared exchanges."""
+        for v in self.vhosts.values():
+            v.reset()
+        for name in list(self.vhosts):
+            if name not in self._initial_vhosts:
+                del self.vhosts[name]
+        self.events.clear()
+        self.reply_sessions.clear()

@@ -1,0 +1,148 @@
+"""Exchanges, bindings and routing (direct, fanout, topic, headers, the default exchange)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from fakerabbit.broker.fields import Table
+
+
+class ExchangeType(StrEnum):
+    DIRECT = "direct"
+    FANOUT = "fanout"
+    TOPIC = "topic"
+    HEADERS = "headers"
+
+
+@dataclass(slots=True)
+class Binding:
+    """A binding from exchange ``source`` to a queue or exchange ``destination``."""
+
+    source: str
+    destination: str
+    destination_kind: str  # "queue" | "exchange"
+    routing_key: str
+    arguments: Table
+
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.destination_kind, self.destination, self.routing_key, repr(sorted(self.arguments.items())))
+
+
+def topic_matches(pattern: str, key: str) -> bool:
+    """AMQP topic matching: words split on '.', '*' matches one word, '#' zero or more."""
+    return _match(pattern.split("."), 0, key.split("."), 0)
+
+
+def _match(p: list[str], i: int, k: list[str], j: int) -> bool:
+    while i < len(p):
+        word = p[i]
+        if word == "#":
+            if i == len(p) - 1:
+                return True
+            return any(_match(p, i + 1, k, jj) for jj in range(j, len(k) + 1))
+        if j >= len(k):
+            return False
+        if word != "*" and word != k[j]:
+            return False
+        i += 1
+        j += 1
+    return j == len(k)
+
+
+_X_MATCH_MODES = ("all", "any", "all-with-x", "any-with-x")
+
+
+def headers_match(binding_args: Table, headers: Table) -> bool:
+    """The headers exchange's rule, on typed values; ``x-`` keys count only in the ``-with-x`` modes."""
+    mode_field = binding_args.get("x-match")
+    mode = mode_field[1] if mode_field is not None and mode_field[0] == "S" else "all"
+    with_x = mode.endswith("-with-x")
+    want_all = mode.startswith("all")
+    for key, (tag, value) in binding_args.items():
+        if key == "x-match" or (key.startswith("x-") and not with_x):
+            continue
+        have = headers.get(key)
+        if tag == "V":
+            ok = have is not None
+        else:
+            ok = have is not None and _same_value(have[1], value)
+        if want_all and not ok:
+            return False
+        if not want_all and ok:
+            return True
+    return want_all
+
+
+def _same_value(a: object, b: object) -> bool:
+    # Erlang compares the values, not the types: a longstr equals a binary with the same bytes.
+    if isinstance(a, str) and isinstance(b, bytes):
+        a = a.encode("utf-8", "surrogateescape")
+    elif isinstance(b, str) and isinstance(a, bytes):
+        b = b.encode("utf-8", "surrogateescape")
+    return a == b
+
+
+@dataclass(slots=True)
+class Exchange:
+    name: str
+    type: str
+    durable: bool = True
+    auto_delete: bool = False
+    internal: bool = False
+    arguments: Table = field(default_factory=dict)
+    bindings: list[Binding] = field(default_factory=list)
+    # direct exchanges: routing key -> bindings, for O(1) routing
+    _by_key: dict[str, list[Binding]] = field(default_factory=dict)
+
+    @property
+    def alternate_exchange(self) -> str | None:
+        ae = self.arguments.get("alternate-exchange")
+        return ae[1] if ae is not None and ae[0] == "S" else None
+
+    def add_binding(self, b: Binding) -> bool:
+        k = b.key()
+        if any(x.key() == k for x in self._by_key.get(b.routing_key, ())):
+            return False
+        self.bindings.append(b)
+        self._by_key.setdefault(b.routing_key, []).append(b)
+        return True
+
+    def remove_binding(self, b: Binding) -> bool:
+        k = b.key()
+        bucket = self._by_key.get(b.routing_key, [])
+        for x in bucket:
+            if x.key() == k:
+                bucket.remove(x)
+                if not bucket:
+                    del self._by_key[b.routing_key]
+                self.bindings.remove(x)
+                return True
+        return False
+
+    def remove_destination(self, kind: str, name: str) -> list[Binding]:
+        gone = [b for b in self.bindings if b.destination_kind == kind and b.destination == name]
+        for b in gone:
+            self.remove_binding(b)
+        return gone
+
+    def has_binding(self, b: Binding) -> bool:
+        k = b.key()
+        return any(x.key() == k for x in self._by_key.get(b.routing_key, ()))
+
+    def match(self, routing_keys: list[str], headers: Table | None) -> list[Binding]:
+        """Bindings of this exchange that the message matches (duplicates possible)."""
+        t = self.type
+        if t == ExchangeType.FANOUT:
+            return list(self.bindings)
+        if t == ExchangeType.DIRECT:
+            out: list[Binding] = []
+            for rk in routing_keys:
+                out.extend(self._by_key.get(rk, ()))
+            return out
+        if t == ExchangeType.TOPIC:
+            return [b for b in self.bindings if any(topic_matches(b.routing_key, rk) for rk in routing_keys)]
+        if t == ExchangeType.HEADERS:
+            h = headers or {}
+            return [b for b in self.bindings if headers_match(b.arguments, h)]
+        return []

@@ -1,0 +1,476 @@
+"""Queues: ready messages, consumers, dispatch, TTL, length limits, expiry, requeue and delivery limits."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from fakerabbit.broker.fields import Table
+from fakerabbit.broker.message import Message
+from fakerabbit.broker.policy import QueueSettings
+from fakerabbit.clock import TimerHandle
+
+if TYPE_CHECKING:
+    from fakerabbit.broker.session import Session
+    from fakerabbit.broker.vhost import Vhost
+
+_seq = itertools.count(1)
+
+
+class Entry:
+    """A message's place in one queue."""
+
+    __slots__ = ("msg", "seq", "expires_at", "redelivered", "delivery_count", "acquired_count", "priority")
+
+    def __init__(self, msg: Message, expires_at: int | None, priority: int) -> None:
+        self.msg = msg
+        self.seq = next(_seq)
+        self.expires_at = expires_at
+        self.redelivered = False
+        self.delivery_count = 0
+        self.acquired_count = 0
+        self.priority = priority
+
+
+class Consumer:
+    """A ``basic.consume`` subscription."""
+
+    __slots__ = ("tag", "queue", "session", "no_ack", "exclusive", "priority", "prefetch", "unacked", "arguments")
+
+    def __init__(
+        self,
+        tag: str,
+        queue: Queue,
+        session: Session,
+        *,
+        no_ack: bool,
+        exclusive: bool,
+        priority: int,
+        prefetch: int,
+        arguments: Table,
+    ) -> None:
+        self.tag = tag
+        self.queue = queue
+        self.session = session
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.priority = priority
+        self.prefetch = prefetch
+        self.unacked = 0
+        self.arguments = arguments
+
+    def can_accept(self) -> bool:
+        if self.no_ack:
+            return self.session.flow_active
+        return (
+            (self.prefetch == 0 or self.unacked < self.prefetch)
+            and self.session.flow_active
+            and self.session.has_global_capacity()
+        )
+
+
+def _min_opt(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+class Queue:
+    """One queue in a vhost. All methods run on the broker's single thread."""
+
+    def __init__(
+        self,
+        vhost: Vhost,
+        name: str,
+        *,
+        queue_type: str,
+        durable: bool,
+        exclusive_owner: int | None,
+        auto_delete: bool,
+        arguments: Table,
+        settings: QueueSettings,
+    ) -> None:
+        self.vhost = vhost
+        self.name = name
+        self.queue_type = queue_type
+        self.durable = durable
+        self.exclusive_owner = exclusive_owner
+        self.auto_delete = auto_delete
+        self.arguments = arguments
+        self.settings = settings
+        self.policy_name: str | None = None
+        self.operator_policy_name: str | None = None
+        self.consumers: list[Consumer] = []
+        self._rr = 0
+        self.unacked = 0
+        self.deleted = False
+        self.had_consumers = False
+        self._levels: list[deque[Entry]] = [deque()]
+        self._set_levels()
+        self.ready_count = 0
+        self.ready_bytes = 0
+        self._ttl_timer: TimerHandle | None = None
+        self._ttl_timer_at: int | None = None
+        self._expiry_timer: TimerHandle | None = None
+        self._qq_rejecting = False
+
+    # -- structure ------------------------------------------------------------------------------------------
+    @property
+    def is_quorum(self) -> bool:
+        return self.queue_type == "quorum"
+
+    def _set_levels(self) -> None:
+        mp = self.settings.max_priority if not self.is_quorum else None
+        n = (mp + 1) if mp is not None else 1
+        if n != len(self._levels):
+            old = list(self._iter_ready())
+            self._levels = [deque() for _ in range(n)]
+            for e in old:
+                self._levels[self._level(e)].append(e)
+
+    def _level(self, e: Entry) -> int:
+        return min(e.priority, len(self._levels) - 1)
+
+    def _iter_ready(self) -> Iterator[Entry]:
+        for level in reversed(self._levels):
+            yield from level
+
+    def ready_entries(self) -> list[Entry]:
+        """Ready messages in delivery order."""
+        return list(self._iter_ready())
+
+    def _head(self) -> Entry | None:
+        for level in reversed(self._levels):
+            if level:
+                return level[0]
+        return None
+
+    def _pop_head(self) -> Entry:
+        for level in reversed(self._levels):
+            if level:
+                e = level.popleft()
+                self.ready_count -= 1
+                self.ready_bytes -= e.msg.size
+                return e
+        raise IndexError("queue is empty")
+
+    def _push_tail(self, e: Entry) -> None:
+        self._levels[self._level(e)].append(e)
+        self.ready_count += 1
+        self.ready_bytes += e.msg.size
+
+    def _push_front(self, e: Entry) -> None:
+        self._levels[self._level(e)].appendleft(e)
+        self.ready_count += 1
+        self.ready_bytes += e.msg.size
+
+    def _insert_by_seq(self, e: Entry) -> None:
+        level = self._levels[self._level(e)]
+        # Requeued messages usually belong near the head: scan from the left.
+        i = 0
+        for i, other in enumerate(level):  # noqa: B007
+            if other.seq > e.seq:
+                break
+        else:
+            i = len(level)
+        level.insert(i, e)
+        self.ready_count += 1
+        self.ready_bytes += e.msg.size
+
+    # -- settings -------------------------------------------------------------------------------------------
+    def apply_settings(self, settings: QueueSettings) -> None:
+        """New effective settings (a policy changed): applied at once, as RabbitMQ does."""
+        self.settings = settings
+        self._set_levels()
+        self.touch()
+        self._drop_over_limit()
+        self._expire_head()
+        self.dispatch()
+
+    # -- publishing -----------------------------------------------------------------------------------------
+    def _would_overflow(self, size: int) -> bool:
+        s = self.settings
+        return (s.max_length is not None and self.ready_count + 1 > s.max_length) or (
+            s.max_length_bytes is not None and self.ready_bytes + size > s.max_length_bytes
+        )
+
+    def _over_limit(self) -> bool:
+        s = self.settings
+        return (s.max_length is not None and self.ready_count > s.max_length) or (
+            s.max_length_bytes is not None and self.ready_bytes > s.max_length_bytes
+        )
+
+    def _overflow_mode(self) -> str:
+        mode = self.settings.overflow
+        if self.is_quorum and mode == "reject-publish-dlx":
+            return "drop-head"
+        return mode
+
+    def publish(self, msg: Message, *, dead_lettered: bool = False) -> bool:
+        """Enqueue a routed message. Returns False when the queue rejects it (overflow reject-publish)."""
+        s = self.settings
+        mode = self._overflow_mode()
+        if mode != "drop-head":
+            if self.is_quorum:
+                if self._qq_rejecting and self._below_soft_limit():
+                    self._qq_rejecting = False
+                if self._qq_rejecting:
+                    self.vhost.broker.events.emit("rejected-publish", msg, queue=self.name)
+                    return False
+            elif self._would_overflow(msg.size):
+                self.vhost.broker.events.emit("rejected-publish", msg, queue=self.name)
+                if mode == "reject-publish-dlx":
+                    self.vhost.dead_letter(self, [msg], "maxlen")
+                return False
+        now = self.vhost.broker.clock.now_ms()
+        ttl = _min_opt(s.message_ttl, msg.ttl_ms)
+        entry = Entry(msg, None if ttl is None else now + ttl, self._priority_of(msg))
+        self._expire_head()
+        if self.ready_count == 0 and self._deliver_now(entry):
+            return True
+        if ttl == 0:
+            self.vhost.broker.events.emit("expired", msg, queue=self.name)
+            self.vhost.dead_letter(self, [msg], "expired")
+            return True
+        self._push_tail(entry)
+        if self.is_quorum and mode == "reject-publish" and self._over_limit():
+            self._qq_rejecting = True
+        self._drop_over_limit()
+        self._schedule_ttl()
+        return True
+
+    def _below_soft_limit(self) -> bool:
+        s = self.settings
+        ok_len = s.max_length is None or self.ready_count <= 0.8 * s.max_length
+        ok_bytes = s.max_length_bytes is None or self.ready_bytes <= 0.8 * s.max_length_bytes
+        return ok_len and ok_bytes
+
+    def _priority_of(self, msg: Message) -> int:
+        if len(self._levels) == 1:
+            return 0
+        return msg.priority
+
+    def _drop_over_limit(self) -> None:
+        if self._overflow_mode() != "drop-head":
+            return
+        dropped: list[Message] = []
+        while self.ready_count and self._over_limit():
+            dropped.append(self._pop_head().msg)
+        if dropped:
+            for m in dropped:
+                self.vhost.broker.events.emit("dropped-maxlen", m, queue=self.name)
+            self.vhost.dead_letter(self, dropped, "maxlen")
+
+    # -- TTL ------------------------------------------------------------------------------------------------
+    def _expire_head(self) -> None:
+        """Drop or dead-letter expired messages at the head (RabbitMQ only expires at the head)."""
+        head = self._head()
+        if head is None or head.expires_at is None:
+            return
+        now = self.vhost.broker.clock.now_ms()
+        expired: list[Message] = []
+        while head is not None and head.expires_at is not None and head.expires_at <= now:
+            expired.append(self._pop_head().msg)
+            head = self._head()
+        if expired:
+            for m in expired:
+                self.vhost.broker.events.emit("expired", m, queue=self.name)
+            self.vhost.dead_letter(self, expired, "expired")
+        self._schedule_ttl()
+
+    def _schedule_ttl(self) -> None:
+        head = self._head()
+        at = head.expires_at if head is not None else None
+        if at == self._ttl_timer_at:
+            return
+        clock = self.vhost.broker.clock
+        if self._ttl_timer is not None:
+            clock.cancel(self._ttl_timer)
+            self._ttl_timer = None
+        self._ttl_timer_at = at
+        if at is not None:
+            self._ttl_timer = clock.call_at(at, self._on_ttl_timer)
+
+    def _on_ttl_timer(self) -> None:
+        self._ttl_timer = None
+        self._ttl_timer_at = None
+        if self.deleted:
+            return
+        self._expire_head()
+        self.dispatch()
+
+    # -- queue expiry (x-expires) ---------------------------------------------------------------------------
+    def touch(self) -> None:
+        """Restart the x-expires countdown (declare, basic.get, last consumer gone)."""
+        clock = self.vhost.broker.clock
+        if self._expiry_timer is not None:
+            clock.cancel(self._expiry_timer)
+            self._expiry_timer = None
+        exp = self.settings.expires
+        if exp is None or self.consumers or self.deleted:
+            return
+        self._expiry_timer = clock.call_at(clock.now_ms() + exp, self._on_expiry_timer)
+
+    def _on_expiry_timer(self) -> None:
+        self._expiry_timer = None
+        if not self.deleted and not self.consumers:
+            self.vhost.broker.events.emit("queue-expired", None, queue=self.name)
+            self.vhost.delete_queue(self)
+
+    # -- consumers and dispatch -----------------------------------------------------------------------------
+    def add_consumer(self, c: Consumer) -> None:
+        self.consumers.append(c)
+        self.had_consumers = True
+        if self._expiry_timer is not None:
+            self.vhost.broker.clock.cancel(self._expiry_timer)
+            self._expiry_timer = None
+
+    def remove_consumer(self, c: Consumer) -> None:
+        if c in self.consumers:
+            self.consumers.remove(c)
+            if not self.consumers:
+                self.touch()
+                if self.auto_delete and not self.deleted:
+                    self.vhost.delete_queue(self)
+                    return
+            self.dispatch()
+
+    def _active_consumers(self) -> list[Consumer]:
+        if self.settings.single_active_consumer and self.consumers:
+            return self.consumers[:1]
+        return self.consumers
+
+    def _next_consumer(self) -> Consumer | None:
+        consumers = self._active_consumers()
+        n = len(consumers)
+        best: Consumer | None = None
+        best_i = 0
+        for i in range(n):
+            idx = (self._rr + i) % n
+            c = consumers[idx]
+            if c.can_accept() and (best is None or c.priority > best.priority):
+                best, best_i = c, idx
+        if best is not None:
+            self._rr = best_i + 1
+        return best
+
+    def _deliver_now(self, entry: Entry) -> bool:
+        if not self.consumers:
+            return False
+        c = self._next_consumer()
+        if c is None:
+            return False
+        c.session.deliver(c, self, entry)
+        return True
+
+    def dispatch(self) -> None:
+        """Hand ready messages to consumers with capacity, round-robin, highest priority first."""
+        if not self.consumers or self.deleted:
+            return
+        while self.ready_count:
+            self._expire_head()
+            if not self.ready_count:
+                break
+            c = self._next_consumer()
+            if c is None:
+                break
+            c.session.deliver(c, self, self._pop_head())
+        self._schedule_ttl()
+
+    def fetch(self) -> Entry | None:
+        """``basic.get``: the head message, never an expired one."""
+        self._expire_head()
+        if not self.ready_count:
+            return None
+        e = self._pop_head()
+        self._schedule_ttl()
+        return e
+
+    # -- settlement -----------------------------------------------------------------------------------------
+    def on_delivered(self, e: Entry, acked: bool) -> None:
+        """Bookkeeping when an entry leaves the ready list for a client."""
+        if not acked:
+            self.unacked += 1
+
+    def ack(self, e: Entry) -> None:
+        self.unacked -= 1
+        self.vhost.broker.events.emit("acked", e.msg, queue=self.name)
+
+    def reject(self, entries: list[Entry], *, requeue: bool, explicit_nack: bool = False) -> None:
+        """Settle unacked entries negatively: requeue them or dead-letter them (reason ``rejected``)."""
+        self.unacked -= len(entries)
+        if self.deleted:
+            return
+        if requeue:
+            self.requeue(entries, failed=not explicit_nack)
+        else:
+            for e in entries:
+                self.vhost.broker.events.emit("rejected", e.msg, queue=self.name)
+            self.vhost.dead_letter(self, [e.msg for e in entries], "rejected")
+
+    def release(self, entries: list[Entry]) -> None:
+        """Unacked entries come back because their channel or connection closed."""
+        self.unacked -= len(entries)
+        if not self.deleted:
+            self.requeue(entries, failed=True)
+
+    def requeue(self, entries: Iterable[Entry], *, failed: bool) -> None:
+        profile = self.vhost.broker.profile
+        limit = self.settings.delivery_limit if self.is_quorum else None
+        back: list[Entry] = []
+        over: list[Message] = []
+        for e in entries:
+            e.redelivered = True
+            if self.is_quorum:
+                counter = profile.delivery_limit_counter
+                e.acquired_count += 1
+                if counter == "returns" or (counter == "failed" and failed) or counter == "acquired":
+                    e.delivery_count += 1
+                count = e.acquired_count if counter == "acquired" else e.delivery_count
+                if limit is not None and count > limit:
+                    over.append(e.msg)
+                    continue
+            back.append(e)
+        for e in back:
+            if self.is_quorum:
+                if limit is not None:
+                    self._push_front(e)
+                else:
+                    self._push_tail(e)
+            else:
+                self._insert_by_seq(e)
+        if over:
+            for m in over:
+                self.vhost.broker.events.emit("delivery-limit", m, queue=self.name)
+            self.vhost.dead_letter(self, over, "delivery_limit")
+        self._drop_over_limit()
+        self._expire_head()
+        self.dispatch()
+
+    def purge(self) -> int:
+        n = self.ready_count
+        for level in self._levels:
+            level.clear()
+        self.ready_count = 0
+        self.ready_bytes = 0
+        self._schedule_ttl()
+        return n
+
+    def on_deleted(self) -> None:
+        self.deleted = True
+        clock = self.vhost.broker.clock
+        for t in (self._ttl_timer, self._expiry_timer):
+            if t is not None:
+                clock.cancel(t)
+        self._ttl_timer = self._expiry_timer = None
+        for level in self._levels:
+            level.clear()
+        self.ready_count = 0
+        self.ready_bytes = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "messages": self.ready_count, "consumers": len(self.consumers)}

@@ -1,0 +1,411 @@
+"""A channel's broker-side state: publishing, confirms, transactions, consumers, deliveries and settlement.
+
+The protocol layer owns one :class:`Session` per open channel and gives it a :class:`SessionSink` through which
+the session emits what the client must be told (deliveries, returns, confirms, consumer cancellations).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from fakerabbit.broker import errors
+from fakerabbit.broker.arguments import parse_expiration
+from fakerabbit.broker.fields import Table
+from fakerabbit.broker.message import Message
+from fakerabbit.broker.properties import RawProperties
+from fakerabbit.broker.queue import Consumer, Entry, Queue
+
+if TYPE_CHECKING:
+    from fakerabbit.broker.broker import ConnectionInfo
+    from fakerabbit.broker.vhost import Vhost
+
+REPLY_TO = "amq.rabbitmq.reply-to"
+
+
+class SessionSink(Protocol):
+    """What a session needs from the protocol layer."""
+
+    def send_deliver(
+        self,
+        consumer_tag: str,
+        delivery_tag: int,
+        redelivered: bool,
+        exchange: str,
+        routing_key: str,
+        props: bytes,
+        body: bytes,
+    ) -> None: ...
+
+    def send_return(
+        self, reply_code: int, reply_text: str, exchange: str, routing_key: str, props: bytes, body: bytes
+    ) -> None: ...
+
+    def send_confirm(self, ack: bool, delivery_tag: int, multiple: bool) -> None: ...
+
+    def send_cancel(self, consumer_tag: str) -> None: ...
+
+
+@dataclass(slots=True)
+class Unacked:
+    tag: int
+    queue: Queue
+    entry: Entry
+    consumer: Consumer | None
+
+
+@dataclass(slots=True)
+class GetResult:
+    delivery_tag: int
+    redelivered: bool
+    exchange: str
+    routing_key: str
+    message_count: int
+    props: bytes
+    body: bytes
+
+
+def new_tag(prefix: str) -> str:
+    """RabbitMQ-style generated names: ``amq.ctag-`` / ``amq.gen-`` + 22 url-safe base64 characters."""
+    return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+
+
+class Session:
+    """One channel of one connection, as the broker sees it."""
+
+    def __init__(self, conn: ConnectionInfo, number: int, vhost: Vhost, sink: SessionSink) -> None:
+        self.conn = conn
+        self.number = number
+        self.vhost = vhost
+        self.broker = vhost.broker
+        self.sink = sink
+        self.next_tag = 1
+        self.unacked: dict[int, Unacked] = {}
+        self.consumers: dict[str, Consumer] = {}
+        self.consumer_prefetch = 0
+        self.global_prefetch = 0
+        self.global_unacked = 0
+        self.flow_active = True
+        self.confirm = False
+        self.next_publish_seq = 1
+        self.tx = False
+        self._tx_publishes: list[tuple[Message, str, bool, int]] = []
+        self._tx_settles: list[tuple[str, list[Unacked], bool]] = []
+        self.reply_to_token: str | None = None
+        self.reply_consumer: Consumer | None = None
+        self.closed = False
+
+    # -- publishing -----------------------------------------------------------------------------------------
+    def publish(
+        self, exchange: str, routing_key: str, mandatory: bool, immediate: bool, props_raw: bytes, body: bytes
+    ) -> None:
+        if immediate:
+            raise errors.NotImplemented_("immediate=true")
+        vhost = self.vhost
+        x = vhost.get_exchange(exchange)
+        self.broker.auth.check(self.conn.user, vhost.name, "write", "exchange", exchange)
+        if x.internal:
+            raise errors.AccessRefused(f"cannot publish to internal {errors.rs_exchange(exchange, vhost.name)}")
+        props = RawProperties(props_raw)
+        ttl: int | None = None
+        expiration = props.expiration
+        if expiration is not None:
+            ttl = parse_expiration(expiration)
+            if self.broker.profile.normalise_expiration and expiration != str(ttl):
+                props = props.replace(expiration=str(ttl))
+        user_id = props.user_id
+        if user_id is not None and user_id != self.conn.user:
+            raise errors.PreconditionFailed(
+                f"user_id property set to '{user_id}' but authenticated user was '{self.conn.user}'"
+            )
+        if props.reply_to == REPLY_TO:
+            if self.reply_to_token is None:
+                raise errors.PreconditionFailed("fast reply consumer does not exist")
+            props = props.replace(reply_to=f"{REPLY_TO}.{self.reply_to_token}")
+        msg = Message.from_publish(exchange, routing_key, props, body, ttl_ms=ttl, msg_id=self.broker.next_msg_id())
+        if self.broker.profile.client_x_death != "ignore":
+            self.broker.dead_letters.adopt_client_deaths(msg)
+        seq = 0
+        if self.confirm:
+            seq = self.next_publish_seq
+            self.next_publish_seq += 1
+        if self.tx:
+            self._tx_publishes.append((msg, exchange, mandatory, seq))
+            return
+        self._route(msg, exchange, mandatory, seq)
+
+    def _route(self, msg: Message, exchange: str, mandatory: bool, seq: int) -> None:
+        self.broker.events.emit("published", msg, exchange=exchange, routing_key=msg.routing_key)
+        if exchange == "" and msg.routing_key.startswith(REPLY_TO + "."):
+            self._direct_reply(msg, mandatory, seq)
+            return
+        x = self.vhost.exchanges.get(exchange)
+        queues = self.vhost.route(x, msg) if x is not None else []
+        self.broker.events.emit("routed", msg, queues=[q.name for q in queues])
+        accepted = True
+        for q in queues:
+            if not q.publish(msg):
+                accepted = False
+        if not queues and mandatory:
+            self.broker.events.emit("returned", msg)
+            self.sink.send_return(312, "NO_ROUTE", exchange, msg.routing_key, msg.props.raw, msg.body)
+        elif not queues:
+            self.broker.events.emit("unroutable", msg)
+        if seq:
+            self.sink.send_confirm(accepted, seq, False)
+
+    def _direct_reply(self, msg: Message, mandatory: bool, seq: int) -> None:
+        token = msg.routing_key[len(REPLY_TO) + 1 :]
+        target = self.broker.reply_sessions.get(token)
+        consumer = target.reply_consumer if target is not None else None
+        if target is None or consumer is None:
+            if mandatory:
+                self.sink.send_return(312, "NO_ROUTE", "", msg.routing_key, msg.props.raw, msg.body)
+        else:
+            tag = target.next_tag
+            target.next_tag += 1
+            target.sink.send_deliver(consumer.tag, tag, False, "", msg.routing_key, msg.props.raw, msg.body)
+        if seq:
+            self.sink.send_confirm(True, seq, False)
+
+    # -- consuming ------------------------------------------------------------------------------------------
+    def has_global_capacity(self) -> bool:
+        return self.global_prefetch == 0 or self.global_unacked < self.global_prefetch
+
+    def qos(self, prefetch_size: int, prefetch_count: int, global_: bool) -> None:
+        if prefetch_size != 0:
+            raise errors.NotImplemented_(f"prefetch_size!=0 ({prefetch_size})")
+        if global_:
+            self.global_prefetch = prefetch_count
+        else:
+            self.consumer_prefetch = prefetch_count
+        self._dispatch_all()
+
+    def consume(
+        self, queue_name: str, tag: str, no_ack: bool, exclusive: bool, arguments: Table
+    ) -> Consumer:
+        """Register a consumer; the caller sends consume-ok and then calls :meth:`start`."""
+        if tag in self.consumers:
+            raise errors.NotAllowed(f"attempt to reuse consumer tag '{tag}'")
+        if queue_name == REPLY_TO:
+            return self._consume_reply_to(tag, no_ack)
+        q = self.vhost.get_queue(queue_name, self.conn)
+        self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", q.name)
+        if exclusive and q.consumers or any(c.exclusive for c in q.consumers):
+            raise errors.AccessRefused(f"{errors.rs_queue(q.name, self.vhost.name)} in exclusive use")
+        prio = arguments.get("x-priority")
+        priority = int(prio[1]) if prio is not None and isinstance(prio[1], int) else 0
+        c = Consumer(
+            tag or new_tag("amq.ctag-"),
+            q,
+            self,
+            no_ack=no_ack,
+            exclusive=exclusive,
+            priority=priority,
+            prefetch=self.consumer_prefetch,
+            arguments=arguments,
+        )
+        self.consumers[c.tag] = c
+        q.add_consumer(c)
+        self.broker.events.emit("consumer-added", None, queue=q.name, consumer_tag=c.tag)
+        return c
+
+    def _consume_reply_to(self, tag: str, no_ack: bool) -> Consumer:
+        if not no_ack:
+            raise errors.PreconditionFailed("reply consumer cannot acknowledge")
+        if self.reply_to_token is not None:
+            raise errors.PreconditionFailed("reply consumer already set")
+        self.reply_to_token = base64.urlsafe_b64encode(os.urandom(24)).decode()
+        self.broker.reply_sessions[self.reply_to_token] = self
+        pseudo = self.vhost.pseudo_queue(REPLY_TO)
+        c = Consumer(
+            tag or new_tag("amq.ctag-"),
+            pseudo,
+            self,
+            no_ack=True,
+            exclusive=False,
+            priority=0,
+            prefetch=0,
+            arguments={},
+        )
+        self.consumers[c.tag] = c
+        self.reply_consumer = c
+        return c
+
+    def start(self, c: Consumer) -> None:
+        if c is not self.reply_consumer:
+            c.queue.dispatch()
+
+    def cancel(self, tag: str) -> bool:
+        c = self.consumers.pop(tag, None)
+        if c is None:
+            return False
+        if c is self.reply_consumer:
+            if self.reply_to_token is not None:
+                self.broker.reply_sessions.pop(self.reply_to_token, None)
+            self.reply_consumer = self.reply_to_token = None
+            return True
+        c.queue.remove_consumer(c)
+        self.broker.events.emit("consumer-cancelled", None, queue=c.queue.name, consumer_tag=tag)
+        return True
+
+    def server_cancel(self, c: Consumer) -> None:
+        """The queue went away: tell the client (consumer_cancel_notify)."""
+        if self.consumers.pop(c.tag, None) is not None and not self.closed:
+            self.sink.send_cancel(c.tag)
+
+    def deliver(self, c: Consumer, q: Queue, e: Entry) -> None:
+        tag = self.next_tag
+        self.next_tag += 1
+        q.on_delivered(e, c.no_ack)
+        if not c.no_ack:
+            self.unacked[tag] = Unacked(tag, q, e, c)
+            c.unacked += 1
+            self.global_unacked += 1
+        props = self._delivery_props(q, e)
+        msg = e.msg
+        self.broker.events.emit("delivered", msg, queue=q.name, consumer_tag=c.tag, delivery_tag=tag)
+        self.sink.send_deliver(c.tag, tag, e.redelivered, msg.exchange, msg.routing_key, props, msg.body)
+
+    def _delivery_props(self, q: Queue, e: Entry) -> bytes:
+        if not q.is_quorum:
+            return e.msg.props.raw
+        return self.broker.dead_letters.quorum_delivery_props(e)
+
+    def get(self, queue_name: str, no_ack: bool) -> GetResult | None:
+        q = self.vhost.get_queue(queue_name, self.conn)
+        self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", q.name)
+        q.touch()
+        e = q.fetch()
+        if e is None:
+            return None
+        tag = self.next_tag
+        self.next_tag += 1
+        q.on_delivered(e, no_ack)
+        if not no_ack:
+            self.unacked[tag] = Unacked(tag, q, e, None)
+            self.global_unacked += 1
+        msg = e.msg
+        self.broker.events.emit("delivered", msg, queue=q.name, delivery_tag=tag)
+        return GetResult(
+            tag, e.redelivered, msg.exchange, msg.routing_key, q.ready_count, self._delivery_props(q, e), msg.body
+        )
+
+    # -- settlement -----------------------------------------------------------------------------------------
+    def _take(self, tag: int, multiple: bool) -> list[Unacked]:
+        # As rabbit_channel:collect_acks: tag 0 with multiple means everything; otherwise the tag must be
+        # outstanding, and multiple takes it with every older one.
+        if multiple and tag == 0:
+            taken = list(self.unacked.values())
+        elif tag not in self.unacked:
+            raise errors.PreconditionFailed(f"unknown delivery tag {tag}")
+        elif multiple:
+            taken = [u for t, u in self.unacked.items() if t <= tag]
+        else:
+            taken = [self.unacked[tag]]
+        for u in taken:
+            del self.unacked[u.tag]
+            self.global_unacked -= 1
+            if u.consumer is not None:
+                u.consumer.unacked -= 1
+        return taken
+
+    def ack(self, tag: int, multiple: bool) -> None:
+        taken = self._take(tag, multiple)
+        if self.tx:
+            self._tx_settles.append(("ack", taken, False))
+            return
+        self._settle("ack", taken, False)
+
+    def nack(self, tag: int, multiple: bool, requeue: bool, *, explicit: bool = True) -> None:
+        taken = self._take(tag, multiple)
+        kind = "nack" if explicit else "reject"
+        if self.tx:
+            self._tx_settles.append((kind, taken, requeue))
+            return
+        self._settle(kind, taken, requeue)
+
+    def _settle(self, kind: str, taken: list[Unacked], requeue: bool) -> None:
+        for u in taken:
+            if kind == "ack":
+                u.queue.ack(u.entry)
+            else:
+                u.queue.reject([u.entry], requeue=requeue, explicit_nack=kind == "nack")
+        self._dispatch_all()
+
+    def recover(self, requeue: bool) -> None:
+        """basic.recover: redeliver every unacked message (RabbitMQ always requeues)."""
+        taken = self._take(0, True)
+        for q, entries in _group(taken):
+            q.release(entries)
+        self._dispatch_all()
+
+    def _dispatch_all(self) -> None:
+        seen: set[int] = set()
+        for c in list(self.consumers.values()):
+            if id(c.queue) not in seen:
+                seen.add(id(c.queue))
+                c.queue.dispatch()
+
+    # -- flow, confirms, transactions -----------------------------------------------------------------------
+    def flow(self, active: bool) -> None:
+        self.flow_active = active
+        if active:
+            self._dispatch_all()
+
+    def confirm_select(self) -> None:
+        if self.tx:
+            raise errors.PreconditionFailed("cannot switch from tx to confirm mode")
+        self.confirm = True
+
+    def tx_select(self) -> None:
+        if self.confirm:
+            raise errors.PreconditionFailed("cannot switch from confirm to tx mode")
+        self.tx = True
+
+    def tx_commit(self) -> None:
+        if not self.tx:
+            raise errors.PreconditionFailed("channel is not transactional")
+        publishes, settles = self._tx_publishes, self._tx_settles
+        self._tx_publishes, self._tx_settles = [], []
+        for msg, exchange, mandatory, seq in publishes:
+            self._route(msg, exchange, mandatory, seq)
+        for kind, taken, requeue in settles:
+            self._settle(kind, taken, requeue)
+
+    def tx_rollback(self) -> None:
+        if not self.tx:
+            raise errors.PreconditionFailed("channel is not transactional")
+        self._tx_publishes = []
+        for _kind, taken, _requeue in self._tx_settles:
+            for u in taken:
+                self.unacked[u.tag] = u
+                self.global_unacked += 1
+                if u.consumer is not None:
+                    u.consumer.unacked += 1
+        self.unacked = dict(sorted(self.unacked.items()))
+        self._tx_settles = []
+
+    # -- teardown -------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """The channel closed: cancel its consumers and requeue everything it had not acked."""
+        if self.closed:
+            return
+        self.closed = True
+        for tag in list(self.consumers):
+            self.cancel(tag)
+        taken = list(self.unacked.values())
+        self.unacked.clear()
+        self.global_unacked = 0
+        for q, entries in _group(taken):
+            q.release(entries)
+
+
+def _group(taken: Iterable[Unacked]) -> list[tuple[Queue, list[Entry]]]:
+    groups: dict[int, tuple[Queue, list[Entry]]] = {}
+    for u in taken:
+        groups.setdefault(id(u.queue), (u.queue, []))[1].append(u.entry)
+    return list(groups.values())

@@ -1,0 +1,398 @@
+"""A virtual host: its exchanges, queues, bindings and policies; routing and dead-letter dispatch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fakerabbit.broker import errors
+from fakerabbit.broker.arguments import check_exchange_equivalence, check_queue_equivalence, validate_new_queue
+from fakerabbit.broker.exchange import Binding, Exchange, ExchangeType
+from fakerabbit.broker.fields import Table
+from fakerabbit.broker.message import Message
+from fakerabbit.broker.policy import Policy, QueueSettings, effective_settings, select_policy
+from fakerabbit.broker.queue import Queue
+
+if TYPE_CHECKING:
+    from fakerabbit.broker.broker import Broker, ConnectionInfo
+
+_PREDECLARED = (
+    ("amq.direct", "direct", False),
+    ("amq.fanout", "fanout", False),
+    ("amq.topic", "topic", False),
+    ("amq.headers", "headers", False),
+    ("amq.match", "headers", False),
+    ("amq.rabbitmq.trace", "topic", True),
+)
+
+RESERVED_TEXT = "{kind} name '{name}' contains reserved prefix 'amq.*'"
+
+
+class Vhost:
+    def __init__(self, broker: Broker, name: str) -> None:
+        self.broker = broker
+        self.name = name
+        self.exchanges: dict[str, Exchange] = {}
+        self.queues: dict[str, Queue] = {}
+        self.policies: dict[str, Policy] = {}
+        self.operator_policies: dict[str, Policy] = {}
+        self._pseudo: dict[str, Queue] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        for q in list(self.queues.values()):
+            q.on_deleted()
+        self.queues.clear()
+        self.policies.clear()
+        self.operator_policies.clear()
+        self.exchanges = {"": Exchange("", "direct")}
+        for name, type_, internal in _PREDECLARED:
+            self.exchanges[name] = Exchange(name, type_, internal=internal)
+
+    # -- lookups --------------------------------------------------------------------------------------------
+    def get_exchange(self, name: str) -> Exchange:
+        x = self.exchanges.get(name)
+        if x is None:
+            raise errors.NotFound(f"no {errors.rs_exchange(name, self.name)}")
+        return x
+
+    def get_queue(self, name: str, conn: ConnectionInfo | None) -> Queue:
+        q = self.queues.get(name)
+        if q is None:
+            raise errors.NotFound(f"no {errors.rs_queue(name, self.name)}")
+        if conn is not None and q.exclusive_owner is not None and q.exclusive_owner != conn.id:
+            raise errors.ResourceLocked(errors.locked_queue(name, self.name))
+        return q
+
+    def pseudo_queue(self, name: str) -> Queue:
+        """An unregistered queue object used as the target of special consumers (direct reply-to)."""
+        q = self._pseudo.get(name)
+        if q is None:
+            q = Queue(
+                self,
+                name,
+                queue_type="classic",
+                durable=False,
+                exclusive_owner=None,
+                auto_delete=False,
+                arguments={},
+                settings=QueueSettings(),
+            )
+            self._pseudo[name] = q
+        return q
+
+    # -- exchanges ------------------------------------------------------------------------------------------
+    def declare_exchange(
+        self,
+        conn: ConnectionInfo | None,
+        name: str,
+        type_: str,
+        *,
+        passive: bool,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: Table,
+    ) -> Exchange:
+        if passive:
+            return self.get_exchange(name)
+        if name == "":
+            raise errors.AccessRefused("operation not permitted on the default exchange")
+        if name.startswith("amq."):
+            raise errors.AccessRefused(RESERVED_TEXT.format(kind="exchange", name=name))
+        if type_ not in ExchangeType.__members__.values():
+            raise errors.CommandInvalid(f"unknown exchange type '{type_}'")
+        if conn is not None:
+            self.broker.auth.check(conn.user, self.name, "configure", "exchange", name)
+        existing = self.exchanges.get(name)
+        if existing is not None:
+            check_exchange_equivalence(
+                name,
+                self.name,
+                current_type=existing.type,
+                current_durable=existing.durable,
+                current_auto_delete=existing.auto_delete,
+                current_internal=existing.internal,
+                current_args=existing.arguments,
+                new_type=type_,
+                new_durable=durable,
+                new_auto_delete=auto_delete,
+                new_internal=internal,
+                new_args=arguments,
+                profile=self.broker.profile,
+            )
+            return existing
+        x = Exchange(name, type_, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments)
+        self.exchanges[name] = x
+        self.broker.events.emit("exchange-declared", None, exchange=name)
+        return x
+
+    def delete_exchange(self, conn: ConnectionInfo | None, name: str, *, if_unused: bool) -> None:
+        if name == "" or name.startswith("amq."):
+            raise errors.AccessRefused(
+                "operation not permitted on the default exchange"
+                if name == ""
+                else RESERVED_TEXT.format(kind="exchange", name=name)
+            )
+        x = self.exchanges.get(name)
+        if x is None:
+            return
+        if conn is not None:
+            self.broker.auth.check(conn.user, self.name, "configure", "exchange", name)
+        if if_unused and (x.bindings or self._bindings_to("exchange", name)):
+            raise errors.PreconditionFailed(f"{errors.rs_exchange(name, self.name)} in use")
+        self._remove_exchange(x)
+
+    def _remove_exchange(self, x: Exchange) -> None:
+        self.exchanges.pop(x.name, None)
+        for other in list(self.exchanges.values()):
+            if other.remove_destination("exchange", x.name):
+                self._maybe_auto_delete(other)
+        self.broker.events.emit("exchange-deleted", None, exchange=x.name)
+
+    def _bindings_to(self, kind: str, name: str) -> list[Binding]:
+        return [b for x in self.exchanges.values() for b in x.bindings if b.destination_kind == kind and b.destination == name]
+
+    def _maybe_auto_delete(self, x: Exchange) -> None:
+        if x.auto_delete and not x.bindings and x.name in self.exchanges:
+            self._remove_exchange(x)
+
+    # -- bindings -------------------------------------------------------------------------------------------
+    def bind(
+        self,
+        conn: ConnectionInfo | None,
+        kind: str,
+        destination: str,
+        source: str,
+        routing_key: str,
+        arguments: Table,
+        *,
+        unbind: bool = False,
+    ) -> None:
+        if source == "":
+            raise errors.AccessRefused("operation not permitted on the default exchange")
+        if kind == "queue":
+            q = self.get_queue(destination, conn)
+            dest_name = q.name
+        else:
+            if destination == "":
+                raise errors.AccessRefused("operation not permitted on the default exchange")
+            self.get_exchange(destination)
+            dest_name = destination
+        x = self.exchanges.get(source)
+        if conn is not None:
+            auth = self.broker.auth
+            auth.check(conn.user, self.name, "write", kind, dest_name)
+            auth.check(conn.user, self.name, "read", "exchange", source)
+        if x is None:
+            if unbind:
+                return
+            raise errors.NotFound(f"no {errors.rs_exchange(source, self.name)}")
+        b = Binding(source, dest_name, kind, routing_key, arguments)
+        if unbind:
+            if x.remove_binding(b):
+                self._maybe_auto_delete(x)
+        else:
+            x.add_binding(b)
+
+    # -- queues ---------------------------------------------------------------------------------------------
+    def declare_queue(
+        self,
+        conn: ConnectionInfo | None,
+        name: str,
+        *,
+        passive: bool,
+        durable: bool,
+        exclusive: bool,
+        auto_delete: bool,
+        arguments: Table,
+    ) -> Queue:
+        from fakerabbit.broker.session import new_tag
+
+        if passive:
+            q = self.get_queue(name, conn)
+            q.touch()
+            return q
+        if name == "":
+            name = new_tag("amq.gen-")
+        elif name.startswith("amq."):
+            raise errors.AccessRefused(RESERVED_TEXT.format(kind="queue", name=name))
+        existing = self.queues.get(name)
+        if existing is not None:
+            q = self.get_queue(name, conn)
+            if conn is not None and exclusive != (q.exclusive_owner is not None):
+                raise errors.ResourceLocked(errors.locked_queue(name, self.name))
+            check_queue_equivalence(
+                name,
+                self.name,
+                queue_type=q.queue_type,
+                durable=q.durable,
+                auto_delete=q.auto_delete,
+                stored_args=q.arguments,
+                new_durable=durable,
+                new_auto_delete=auto_delete,
+                new_args=arguments,
+                profile=self.broker.profile,
+            )
+            q.touch()
+            return q
+        dlx = arguments.get("x-dead-letter-exchange")
+        if dlx is not None and dlx[0] != "S":
+            from fakerabbit.broker.fields import type_name
+
+            raise errors.PreconditionFailed(
+                f"invalid type '{type_name(dlx[0])}' for arg 'x-dead-letter-exchange' in "
+                f"{errors.rs_queue(name, self.name)}"
+            )
+        if conn is not None:
+            auth = self.broker.auth
+            auth.check(conn.user, self.name, "configure", "queue", name)
+            if dlx is not None:
+                auth.check(conn.user, self.name, "read", "queue", name)
+                auth.check(conn.user, self.name, "write", "exchange", str(dlx[1]))
+        queue_type = validate_new_queue(
+            name,
+            self.name,
+            arguments,
+            durable=durable,
+            exclusive=exclusive,
+            auto_delete=auto_delete,
+            profile=self.broker.profile,
+        )
+        q = Queue(
+            self,
+            name,
+            queue_type=queue_type,
+            durable=durable,
+            exclusive_owner=conn.id if exclusive and conn is not None else None,
+            auto_delete=auto_delete,
+            arguments=arguments,
+            settings=QueueSettings(),
+        )
+        self.queues[name] = q
+        self._apply_policies(q)
+        self.exchanges[""]  # the default exchange binds every queue implicitly
+        self.broker.events.emit("queue-declared", None, queue=name)
+        q.touch()
+        return q
+
+    def delete_queue(self, q: Queue) -> int:
+        """Remove a queue: its ready messages are discarded (not dead-lettered), consumers are cancelled."""
+        if self.queues.get(q.name) is not q:
+            return 0
+        count = q.ready_count
+        del self.queues[q.name]
+        for x in list(self.exchanges.values()):
+            if x.remove_destination("queue", q.name):
+                self._maybe_auto_delete(x)
+        consumers = list(q.consumers)
+        q.consumers.clear()
+        q.on_deleted()
+        for c in consumers:
+            c.session.server_cancel(c)
+        self.broker.events.emit("queue-deleted", None, queue=q.name)
+        return count
+
+    def delete_queue_cmd(self, conn: ConnectionInfo | None, name: str, *, if_unused: bool, if_empty: bool) -> int:
+        q = self.queues.get(name)
+        if q is None:
+            return 0
+        q = self.get_queue(name, conn)
+        if conn is not None:
+            self.broker.auth.check(conn.user, self.name, "configure", "queue", name)
+        if if_unused and q.consumers:
+            raise errors.PreconditionFailed(f"{errors.rs_queue(name, self.name)} in use")
+        if if_empty and q.ready_count:
+            raise errors.PreconditionFailed(f"{errors.rs_queue(name, self.name)} not empty")
+        return self.delete_queue(q)
+
+    def purge_queue(self, conn: ConnectionInfo | None, name: str) -> int:
+        q = self.get_queue(name, conn)
+        if conn is not None:
+            self.broker.auth.check(conn.user, self.name, "read", "queue", name)
+        return q.purge()
+
+    # -- routing --------------------------------------------------------------------------------------------
+    def route(self, x: Exchange, msg: Message) -> list[Queue]:
+        """Queues the message goes to, each once, following exchange-to-exchange bindings and alternates."""
+        found: dict[str, Queue] = {}
+        seen: set[str] = set()
+        headers = msg.props.headers
+        stack = [x]
+        while stack:
+            ex = stack.pop()
+            if ex.name in seen:
+                continue
+            seen.add(ex.name)
+            if ex.name == "":
+                for key in msg.routing_keys:
+                    q = self.queues.get(key)
+                    if q is not None:
+                        found.setdefault(key, q)
+                continue
+            keys = msg.routing_keys if ex.type in ("direct", "topic") else msg.routing_keys[:1]
+            matched = ex.match(keys, headers)
+            if not matched:
+                ae_name = self.alternate_exchange(ex)
+                ae = self.exchanges.get(ae_name) if ae_name is not None else None
+                if ae is not None:
+                    stack.append(ae)
+                continue
+            for b in matched:
+                if b.destination_kind == "queue":
+                    q = self.queues.get(b.destination)
+                    if q is not None:
+                        found.setdefault(b.destination, q)
+                else:
+                    dest = self.exchanges.get(b.destination)
+                    if dest is not None:
+                        stack.append(dest)
+        return list(found.values())
+
+    def alternate_exchange(self, x: Exchange) -> str | None:
+        ae = x.alternate_exchange
+        if ae is not None:
+            return ae
+        policy = select_policy(self.policies.values(), x.name, None, kind="exchange")
+        value = policy.definition.get("alternate-exchange") if policy is not None else None
+        return value if isinstance(value, str) else None
+
+    def dead_letter(self, queue: Queue, msgs: list[Message], reason: str) -> None:
+        """Dead-letter messages that died in ``queue``: route copies through its DLX, or drop them."""
+        broker = self.broker
+        dlx = queue.settings.dead_letter_exchange
+        if not broker.dead_lettering or dlx is None:
+            for m in msgs:
+                broker.events.emit("dropped", m, queue=queue.name, reason=reason, why="no dead-letter exchange")
+            return
+        x = self.exchanges.get(dlx)
+        if x is None:
+            for m in msgs:
+                broker.events.emit("dropped", m, queue=queue.name, reason=reason, why=f"dead-letter exchange '{dlx}' missing")
+            return
+        dlrk = queue.settings.dead_letter_routing_key
+        for m in msgs:
+            new = broker.dead_letters.make_copy(m, queue.name, reason, dlx, dlrk)
+            targets = self.route(x, new)
+            broker.events.emit(
+                "dead-lettered", m, queue=queue.name, reason=reason, exchange=dlx, queues=[t.name for t in targets]
+            )
+            for t in targets:
+                if broker.dead_letters.is_cycle(new, t.name, reason):
+                    broker.events.emit("dropped", new, queue=t.name, reason=reason, why="dead-letter cycle")
+                    continue
+                t.publish(new, dead_lettered=True)
+
+    # -- policies -------------------------------------------------------------------------------------------
+    def _apply_policies(self, q: Queue) -> None:
+        pol = select_policy(self.policies.values(), q.name, q.queue_type, kind="queue")
+        op = select_policy(self.operator_policies.values(), q.name, q.queue_type, kind="queue")
+        q.policy_name = pol.name if pol is not None else None
+        q.operator_policy_name = op.name if op is not None else None
+        settings = effective_settings(q.queue_type, q.arguments, pol, op, self.broker.profile)
+        if settings != q.settings:
+            q.apply_settings(settings)
+
+    def reapply_policies(self) -> None:
+        for q in list(self.queues.values()):
+            if not q.deleted:
+                self._apply_policies(q)

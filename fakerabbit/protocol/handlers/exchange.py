@@ -1,0 +1,63 @@
+"""exchange.declare / delete / bind / unbind."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pamqp import commands
+
+from fakerabbit.protocol.codec import typed_arguments
+
+if TYPE_CHECKING:
+    from fakerabbit.protocol.channel import ChannelHandler
+
+
+def exchange_declare(ch: ChannelHandler, m: commands.Exchange.Declare, payload: bytes) -> None:
+    ch.session.vhost.declare_exchange(
+        ch.session.conn,
+        m.exchange or "",
+        m.exchange_type or "direct",
+        passive=bool(m.passive),
+        durable=bool(m.durable),
+        auto_delete=bool(m.auto_delete),
+        internal=bool(m.internal),
+        arguments=typed_arguments(payload),
+    )
+    if not m.nowait:
+        ch.send(commands.Exchange.DeclareOk())
+
+
+def exchange_delete(ch: ChannelHandler, m: commands.Exchange.Delete, payload: bytes) -> None:
+    ch.session.vhost.delete_exchange(ch.session.conn, m.exchange or "", if_unused=bool(m.if_unused))
+    if not m.nowait:
+        ch.send(commands.Exchange.DeleteOk())
+
+
+def exchange_bind(ch: ChannelHandler, m: commands.Exchange.Bind, payload: bytes) -> None:
+    ch.session.vhost.bind(
+        ch.session.conn, "exchange", m.destination or "", m.source or "", m.routing_key or "", typed_arguments(payload)
+    )
+    if not m.nowait:
+        ch.send(commands.Exchange.BindOk())
+
+
+def exchange_unbind(ch: ChannelHandler, m: commands.Exchange.Unbind, payload: bytes) -> None:
+    ch.session.vhost.bind(
+        ch.session.conn,
+        "exchange",
+        m.destination or "",
+        m.source or "",
+        m.routing_key or "",
+        typed_arguments(payload),
+        unbind=True,
+    )
+    if not m.nowait:
+        ch.send(commands.Exchange.UnbindOk())
+
+
+HANDLERS: dict[type, Any] = {
+    commands.Exchange.Declare: exchange_declare,
+    commands.Exchange.Delete: exchange_delete,
+    commands.Exchange.Bind: exchange_bind,
+    commands.Exchange.Unbind: exchange_unbind,
+}

@@ -1,0 +1,318 @@
+"""The TCP server and :class:`FakeRabbit`, the object tests and the CLI start."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
+
+from fakerabbit.broker.broker import Broker
+from fakerabbit.clock import SystemClock, VirtualClock
+
+if TYPE_CHECKING:
+    from fakerabbit.protocol.connection import AMQPConnection
+
+T = TypeVar("T")
+
+
+class Server:
+    """Accepts connections and owns write coalescing: frames produced while handling any event are written
+    once per connection at the end of that event (:meth:`flush`)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.connections: set[AMQPConnection] = set()
+        self.dirty: set[AMQPConnection] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        from fakerabbit.protocol.connection import AMQPConnection
+
+        self.loop = asyncio.get_running_loop()
+        self._server = await self.loop.create_server(lambda: AMQPConnection(self), host, port, reuse_address=True)
+        sock = self._server.sockets[0]
+        return int(sock.getsockname()[1])
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for c in list(self.connections):
+            c.abort()
+        if self._server is not None:
+            await self._server.wait_closed()
+        self._server = None
+
+    def flush(self) -> None:
+        while self.dirty:
+            conn = self.dirty.pop()
+            conn.flush()
+
+    def drain_inbound(self) -> None:
+        """Process bytes clients have already sent but the loop has not read yet.
+
+        Called before the virtual clock moves, so that a message published just before ``advance()`` is
+        enqueued before time passes (loopback TCP makes the bytes readable the moment ``send`` returns).
+        """
+        for conn in list(self.connections):
+            transport = conn.transport
+            if transport is None or conn.closed:
+                continue
+            sock = transport.get_extra_info("socket")
+            if sock is None:
+                continue
+            fd = sock.fileno()
+            while not conn.closed:
+                try:
+                    data = os.read(fd, 262144)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    break
+                if not data:
+                    break
+                conn.data_received(data)
+        self.flush()
+
+
+def _make_clock(clock: str | VirtualClock | SystemClock, start_time: datetime | None) -> VirtualClock | SystemClock:
+    if isinstance(clock, VirtualClock | SystemClock):
+        return clock
+    if clock == "virtual":
+        return VirtualClock(start_time)
+    if clock == "system":
+        return SystemClock()
+    raise ValueError(f"clock must be 'virtual' or 'system', not {clock!r}")
+
+
+class FakeRabbit:
+    """A fake RabbitMQ node: an AMQP 0-9-1 server on a TCP port.
+
+    ``with FakeRabbit() as rabbit:`` runs it on a private event loop in a daemon thread (for pika, kombu,
+    py-amqp); ``async with FakeRabbit() as rabbit:`` runs it on the running loop (for aio-pika, aiormq).
+    ``rabbit.url`` is the AMQP URL to connect to and ``rabbit.clock`` the clock the broker's time comes from.
+
+    Args:
+        host: interface to listen on (loopback by default).
+        port: TCP port; 0 picks a free one.
+        users: user name -> password; every user gets full permissions on every vhost.
+        vhosts: virtual hosts that exist.
+        clock: ``"virtual"`` (default: time moves only with ``rabbit.clock.advance()``), ``"system"``,
+            or a clock object.
+        rabbitmq_version: which RabbitMQ to behave like ("3.12", "3.13", "4.0", "4.3"); default the newest.
+        start_time: the virtual clock's start (default: now).
+        dead_lettering: ``False`` turns dead-lettering off (messages that would be dead-lettered are dropped).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        users: dict[str, str] | None = None,
+        vhosts: Iterable[str] = ("/",),
+        clock: str | VirtualClock | SystemClock = "virtual",
+        rabbitmq_version: str | None = None,
+        start_time: datetime | None = None,
+        dead_lettering: bool = True,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self.port = 0
+        self.clock = _make_clock(clock, start_time)
+        self.broker = Broker(
+            self.clock,
+            rabbitmq_version=rabbitmq_version,
+            users=users if users is not None else {"guest": "guest"},
+            vhosts=vhosts,
+            dead_lettering=dead_lettering,
+        )
+        self.server = Server(self.broker)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._owns_loop = False
+
+    # -- addresses ------------------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """``amqp://USER:PASSWORD@HOST:PORT/%2F`` for the first user and vhost."""
+        user, password = next(iter(self.broker.auth.users.items()))
+        vhost = next(iter(self.broker.vhosts))
+        return f"amqp://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/{quote(vhost, safe='')}"
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def start(self) -> FakeRabbit:
+        """Start serving on a private event loop in a daemon thread; returns once connections are accepted."""
+        if self._loop is not None:
+            raise RuntimeError("FakeRabbit is already running")
+        ready: concurrent.futures.Future[int] = concurrent.futures.Future()
+        loop = asyncio.new_event_loop()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                self._attach(loop)
+                port = loop.run_until_complete(self.server.start(self.host, self._requested_port))
+            except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
+                ready.set_exception(exc)
+                loop.close()
+                return
+            ready.set_result(port)
+            loop.run_forever()
+            loop.run_until_complete(self.server.stop())
+            loop.close()
+
+        self._loop = loop
+        self._owns_loop = True
+        self._thread = threading.Thread(target=run, name="fakerabbit", daemon=True)
+        self._thread.start()
+        try:
+            self.port = ready.result()
+        except BaseException:
+            self._loop = None
+            self._thread = None
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close every connection."""
+        loop, thread = self._loop, self._thread
+        if loop is None:
+            return
+        if self._owns_loop and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
+        self._loop = None
+        self._thread = None
+
+    async def start_async(self) -> FakeRabbit:
+        """Start serving on the running event loop."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._owns_loop = False
+        self._attach(loop)
+        self.port = await self.server.start(self.host, self._requested_port)
+        return self
+
+    async def stop_async(self) -> None:
+        await self.server.stop()
+        self._loop = None
+
+    def _attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        clock = self.clock
+        if isinstance(clock, VirtualClock):
+            clock.attach(self.call, self.server.drain_inbound, self.server.flush)
+        else:
+
+            def schedule(delay: float, fn: Callable[[], None]) -> asyncio.TimerHandle:
+                def fire() -> None:
+                    fn()
+                    self.server.flush()
+
+                return loop.call_later(delay, fire)
+
+            def unschedule(handle: object) -> None:
+                if isinstance(handle, asyncio.TimerHandle):
+                    handle.cancel()
+
+            clock.attach_loop(schedule, unschedule)
+
+    def __enter__(self) -> FakeRabbit:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> FakeRabbit:
+        return await self.start_async()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop_async()
+
+    # -- marshalling onto the server's loop ---------------------------------------------------------------
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the server's loop (blocking until done) and flush what it produced to the sockets."""
+        loop = self._loop
+        if loop is None:
+            return fn()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop or (self._thread is not None and threading.current_thread() is self._thread):
+            try:
+                return fn()
+            finally:
+                self.server.flush()
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                fut.set_exception(exc)
+            finally:
+                self.server.flush()
+
+        loop.call_soon_threadsafe(run)
+        return fut.result(timeout=30)
+
+    # -- policies -------------------------------------------------------------------------------------------
+    def set_policy(
+        self,
+        name: str,
+        pattern: str,
+        definition: dict[str, Any],
+        *,
+        priority: int = 0,
+        apply_to: str = "queues",
+        vhost: str = "/",
+    ) -> None:
+        """Set a user policy, like ``rabbitmqctl set_policy``; it applies to existing queues at once."""
+        self.call(
+            lambda: self.broker.set_policy(
+                name, pattern, definition, priority=priority, apply_to=apply_to, vhost=vhost
+            )
+        )
+
+    def clear_policy(self, name: str, vhost: str = "/") -> None:
+        """Remove a user policy."""
+        self.call(lambda: self.broker.clear_policy(name, vhost=vhost))
+
+    def set_operator_policy(
+        self,
+        name: str,
+        pattern: str,
+        definition: dict[str, Any],
+        *,
+        priority: int = 0,
+        apply_to: str = "queues",
+        vhost: str = "/",
+    ) -> None:
+        """Set an operator policy, like ``rabbitmqctl set_operator_policy``."""
+        self.call(
+            lambda: self.broker.set_policy(
+                name, pattern, definition, priority=priority, apply_to=apply_to, vhost=vhost, operator=True
+            )
+        )
+
+    def clear_operator_policy(self, name: str, vhost: str = "/") -> None:
+        """Remove an operator policy."""
+        self.call(lambda: self.broker.clear_policy(name, vhost=vhost, operator=True))
+
+    def reset(self) -> None:
+        """Drop all connections and state (queues, exchanges, bindings, policies, events); keep users."""
+
+        def do() -> None:
+            for conn in list(self.server.connections):
+                conn.abort()
+            self.broker.reset()
+            if isinstance(self.clock, VirtualClock):
+                self.clock.reset()
+
+        self.call(do)
