@@ -27,7 +27,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--clock", choices=("system", "virtual"), default="system", help="time source (default system)")
     serve.add_argument("--rabbitmq-version", default=None, help="behave like this RabbitMQ (3.12, 3.13, 4.0, 4.3)")
     serve.add_argument(
-        "--user", action="append", type=_user, default=None, metavar="NAME:PASSWORD", help="a user (repeatable)"
+        "--user",
+        action="append",
+        type=_user,
+        default=None,
+        metavar="NAME:PASSWORD",
+        help="a user (repeatable)",
     )
     serve.add_argument("--vhost", action="append", default=None, metavar="NAME", help="a vhost (repeatable)")
     return parser

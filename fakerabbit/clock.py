@@ -23,7 +23,7 @@ _real_monotonic = _time.monotonic
 class TimerHandle:
     """A scheduled callback; pass it to :meth:`Clock.cancel`."""
 
-    __slots__ = ("when_ms", "fn", "cancelled", "_seq", "_native")
+    __slots__ = ("_native", "_seq", "cancelled", "fn", "when_ms")
 
     def __init__(self, when_ms: int, fn: Callable[[], None], seq: int) -> None:
         self.when_ms = when_ms

@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from fakerabbit.broker.broker import Broker
 from fakerabbit.clock import SystemClock, VirtualClock
+from fakerabbit.testing.api import TestingAPI
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
@@ -90,7 +91,7 @@ def _make_clock(clock: str | VirtualClock | SystemClock, start_time: datetime | 
     raise ValueError(f"clock must be 'virtual' or 'system', not {clock!r}")
 
 
-class FakeRabbit:
+class FakeRabbit(TestingAPI):
     """A fake RabbitMQ node: an AMQP 0-9-1 server on a TCP port.
 
     ``with FakeRabbit() as rabbit:`` runs it on a private event loop in a daemon thread (for pika, kombu,
@@ -143,7 +144,9 @@ class FakeRabbit:
         """``amqp://USER:PASSWORD@HOST:PORT/%2F`` for the first user and vhost."""
         user, password = next(iter(self.broker.auth.users.items()))
         vhost = next(iter(self.broker.vhosts))
-        return f"amqp://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/{quote(vhost, safe='')}"
+        return (
+            f"amqp://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/{quote(vhost, safe='')}"
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> FakeRabbit:
@@ -158,7 +161,7 @@ class FakeRabbit:
             try:
                 self._attach(loop)
                 port = loop.run_until_complete(self.server.start(self.host, self._requested_port))
-            except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
+            except BaseException as exc:
                 ready.set_exception(exc)
                 loop.close()
                 return
@@ -254,7 +257,7 @@ class FakeRabbit:
         def run() -> None:
             try:
                 fut.set_result(fn())
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            except BaseException as exc:
                 fut.set_exception(exc)
             finally:
                 self.server.flush()
@@ -275,9 +278,7 @@ class FakeRabbit:
     ) -> None:
         """Set a user policy, like ``rabbitmqctl set_policy``; it applies to existing queues at once."""
         self.call(
-            lambda: self.broker.set_policy(
-                name, pattern, definition, priority=priority, apply_to=apply_to, vhost=vhost
-            )
+            lambda: self.broker.set_policy(name, pattern, definition, priority=priority, apply_to=apply_to, vhost=vhost)
         )
 
     def clear_policy(self, name: str, vhost: str = "/") -> None:

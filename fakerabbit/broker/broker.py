@@ -86,7 +86,9 @@ class Broker:
         return v
 
     # -- connections ----------------------------------------------------------------------------------------
-    def open_connection(self, user: str, vhost: str, *, peer: str = "", client_properties: dict[str, Any]) -> ConnectionInfo:
+    def open_connection(
+        self, user: str, vhost: str, *, peer: str = "", client_properties: dict[str, Any]
+    ) -> ConnectionInfo:
         if vhost not in self.vhosts:
             raise errors.NotAllowed(f"vhost {vhost} not found")
         if not self.auth.can_access_vhost(user, vhost):

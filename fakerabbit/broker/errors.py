@@ -19,6 +19,12 @@ class AMQPError(Exception):
     def __init__(self, explanation: str) -> None:
         super().__init__(explanation)
         self.explanation = explanation
+        self.method_ids: tuple[int, int] = (0, 0)
+
+    def at(self, method_ids: tuple[int, int]) -> AMQPError:
+        """Record the class and method ids of the frame that caused the error (for the close frame)."""
+        self.method_ids = method_ids
+        return self
 
     @property
     def reply_text(self) -> str:

@@ -26,7 +26,12 @@ class Binding:
     arguments: Table
 
     def key(self) -> tuple[str, str, str, str]:
-        return (self.destination_kind, self.destination, self.routing_key, repr(sorted(self.arguments.items())))
+        return (
+            self.destination_kind,
+            self.destination,
+            self.routing_key,
+            repr(sorted(self.arguments.items())),
+        )
 
 
 def topic_matches(pattern: str, key: str) -> bool:

@@ -416,9 +416,7 @@ def _from_python(value: object, depth: int) -> Field:
         try:
             normal = value.normalize(_DEC_CONTEXT)
         except decimal.DecimalException:
-            raise FieldError(
-                f"decimal {value} does not fit a scale octet and a signed 32-bit value"
-            ) from None
+            raise FieldError(f"decimal {value} does not fit a scale octet and a signed 32-bit value") from None
         scale, unscaled = _decimal_parts(normal)
         return ("D", normal if scale else decimal.Decimal(unscaled))
     if isinstance(value, datetime):

@@ -30,9 +30,7 @@ def _header_routes(headers: Table | None, name: str) -> list[str]:
         return []
     tag, value = headers[name]
     if tag != "A":
-        raise errors.PreconditionFailed(
-            f'invalid message: {{unacceptable_type_in_header,"{name}",{type_name(tag)}}}'
-        )
+        raise errors.PreconditionFailed(f'invalid message: {{unacceptable_type_in_header,"{name}",{type_name(tag)}}}')
     return [v for (t, v) in value if t == "S"]
 
 
@@ -45,15 +43,15 @@ class Message:
     """
 
     __slots__ = (
-        "exchange",
-        "routing_keys",
         "bcc",
-        "props",
         "body",
         "deaths",
+        "exchange",
         "first_death",
-        "ttl_ms",
         "id",
+        "props",
+        "routing_keys",
+        "ttl_ms",
     )
 
     def __init__(

@@ -22,7 +22,7 @@ _seq = itertools.count(1)
 class Entry:
     """A message's place in one queue."""
 
-    __slots__ = ("msg", "seq", "expires_at", "redelivered", "delivery_count", "acquired_count", "priority")
+    __slots__ = ("acquired_count", "delivery_count", "expires_at", "msg", "priority", "redelivered", "seq")
 
     def __init__(self, msg: Message, expires_at: int | None, priority: int) -> None:
         self.msg = msg
@@ -37,7 +37,17 @@ class Entry:
 class Consumer:
     """A ``basic.consume`` subscription."""
 
-    __slots__ = ("tag", "queue", "session", "no_ack", "exclusive", "priority", "prefetch", "unacked", "arguments")
+    __slots__ = (
+        "arguments",
+        "exclusive",
+        "no_ack",
+        "prefetch",
+        "priority",
+        "queue",
+        "session",
+        "tag",
+        "unacked",
+    )
 
     def __init__(
         self,

@@ -184,9 +184,7 @@ class Session:
             self.consumer_prefetch = prefetch_count
         self._dispatch_all()
 
-    def consume(
-        self, queue_name: str, tag: str, no_ack: bool, exclusive: bool, arguments: Table
-    ) -> Consumer:
+    def consume(self, queue_name: str, tag: str, no_ack: bool, exclusive: bool, arguments: Table) -> Consumer:
         """Register a consumer; the caller sends consume-ok and then calls :meth:`start`."""
         if tag in self.consumers:
             raise errors.NotAllowed(f"attempt to reuse consumer tag '{tag}'")
@@ -194,7 +192,7 @@ class Session:
             return self._consume_reply_to(tag, no_ack)
         q = self.vhost.get_queue(queue_name, self.conn)
         self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", q.name)
-        if exclusive and q.consumers or any(c.exclusive for c in q.consumers):
+        if (exclusive and q.consumers) or any(c.exclusive for c in q.consumers):
             raise errors.AccessRefused(f"{errors.rs_queue(q.name, self.vhost.name)} in exclusive use")
         prio = arguments.get("x-priority")
         priority = int(prio[1]) if prio is not None and isinstance(prio[1], int) else 0
@@ -291,7 +289,13 @@ class Session:
         msg = e.msg
         self.broker.events.emit("delivered", msg, queue=q.name, delivery_tag=tag)
         return GetResult(
-            tag, e.redelivered, msg.exchange, msg.routing_key, q.ready_count, self._delivery_props(q, e), msg.body
+            tag,
+            e.redelivered,
+            msg.exchange,
+            msg.routing_key,
+            q.ready_count,
+            self._delivery_props(q, e),
+            msg.body,
         )
 
     # -- settlement -----------------------------------------------------------------------------------------

@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fakerabbit.broker import errors
-from fakerabbit.broker.arguments import check_exchange_equivalence, check_queue_equivalence, validate_new_queue
+from fakerabbit.broker.arguments import (
+    check_exchange_equivalence,
+    check_queue_equivalence,
+    validate_new_queue,
+)
 from fakerabbit.broker.exchange import Binding, Exchange, ExchangeType
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.message import Message
@@ -150,7 +154,12 @@ class Vhost:
         self.broker.events.emit("exchange-deleted", None, exchange=x.name)
 
     def _bindings_to(self, kind: str, name: str) -> list[Binding]:
-        return [b for x in self.exchanges.values() for b in x.bindings if b.destination_kind == kind and b.destination == name]
+        return [
+            b
+            for x in self.exchanges.values()
+            for b in x.bindings
+            if b.destination_kind == kind and b.destination == name
+        ]
 
     def _maybe_auto_delete(self, x: Exchange) -> None:
         if x.auto_delete and not x.bindings and x.name in self.exchanges:
@@ -352,7 +361,7 @@ class Vhost:
         ae = x.alternate_exchange
         if ae is not None:
             return ae
-        policy = select_policy(self.policies.values(), x.name, None, kind="exchange")
+        policy = select_policy(self.policies.values(), x.name, None, kind="exchange", profile=self.broker.profile)
         value = policy.definition.get("alternate-exchange") if policy is not None else None
         return value if isinstance(value, str) else None
 
@@ -367,14 +376,21 @@ class Vhost:
         x = self.exchanges.get(dlx)
         if x is None:
             for m in msgs:
-                broker.events.emit("dropped", m, queue=queue.name, reason=reason, why=f"dead-letter exchange '{dlx}' missing")
+                broker.events.emit(
+                    "dropped", m, queue=queue.name, reason=reason, why=f"dead-letter exchange '{dlx}' missing"
+                )
             return
         dlrk = queue.settings.dead_letter_routing_key
         for m in msgs:
             new = broker.dead_letters.make_copy(m, queue.name, reason, dlx, dlrk)
             targets = self.route(x, new)
             broker.events.emit(
-                "dead-lettered", m, queue=queue.name, reason=reason, exchange=dlx, queues=[t.name for t in targets]
+                "dead-lettered",
+                m,
+                queue=queue.name,
+                reason=reason,
+                exchange=dlx,
+                queues=[t.name for t in targets],
             )
             for t in targets:
                 if broker.dead_letters.is_cycle(new, t.name, reason):
@@ -384,8 +400,8 @@ class Vhost:
 
     # -- policies -------------------------------------------------------------------------------------------
     def _apply_policies(self, q: Queue) -> None:
-        pol = select_policy(self.policies.values(), q.name, q.queue_type, kind="queue")
-        op = select_policy(self.operator_policies.values(), q.name, q.queue_type, kind="queue")
+        pol = select_policy(self.policies.values(), q.name, q.queue_type, kind="queue", profile=self.broker.profile)
+        op = select_policy(self.operator_policies.values(), q.name, q.queue_type, kind="queue", profile=self.broker.profile)
         q.policy_name = pol.name if pol is not None else None
         q.operator_policy_name = op.name if op is not None else None
         settings = effective_settings(q.queue_type, q.arguments, pol, op, self.broker.profile)

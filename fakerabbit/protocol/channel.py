@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pamqp import base, commands
@@ -43,27 +44,22 @@ class ChannelHandler:
                 self.conn.send(self.number, commands.Channel.CloseOk())
             return
         if self._publish is not None:
-            err = errors.UnexpectedFrame(
-                f"expected content header for class 60, got non content header frame instead"
-            )
-            err.method_ids = ids  # type: ignore[attr-defined]
-            raise err
+            raise errors.UnexpectedFrame(
+                "expected content header for class 60, got non content header frame instead"
+            ).at(ids)
         handler = HANDLERS.get(type(method))
         if handler is None:
-            err2 = errors.CommandInvalid(f"method {method.name} is not allowed from a client")
-            err2.method_ids = ids  # type: ignore[attr-defined]
-            raise err2
+            raise errors.CommandInvalid(f"method {method.name} is not allowed from a client").at(ids)
         self.run(ids, lambda: handler(self, method, payload))
 
-    def run(self, ids: tuple[int, int], fn: object) -> None:
+    def run(self, ids: tuple[int, int], fn: Callable[[], object]) -> None:
         """Run a broker call; soft errors close this channel, hard ones propagate to the connection."""
         try:
-            fn()  # type: ignore[operator]
+            fn()
         except errors.SoftError as exc:
             self.close_with(exc, ids)
         except errors.AMQPError as exc:
-            exc.method_ids = ids  # type: ignore[attr-defined]
-            raise
+            raise exc.at(ids) from None
 
     def handle_content(self, frame: framing.RawFrame) -> None:
         if self.closing:

@@ -104,13 +104,16 @@ class AMQPConnection(asyncio.Protocol):
                     self.flush()
                     self.abort(graceful=True)
                     return
-                self.send(0, commands.Connection.Start(
-                    version_major=0,
-                    version_minor=9,
-                    server_properties=server_properties(self.broker.profile.server_version),
-                    mechanisms="AMQPLAIN PLAIN",
-                    locales="en_US",
-                ))
+                self.send(
+                    0,
+                    commands.Connection.Start(
+                        version_major=0,
+                        version_minor=9,
+                        server_properties=server_properties(self.broker.profile.server_version),
+                        mechanisms="AMQPLAIN PLAIN",
+                        locales="en_US",
+                    ),
+                )
                 self.state = "start"
             if data:
                 self.reader.feed(data)
@@ -130,8 +133,7 @@ class AMQPConnection(asyncio.Protocol):
             try:
                 self._handle_frame(frame)
             except errors.AMQPError as exc:
-                ids = getattr(exc, "method_ids", (0, 0))
-                self.fail(exc, ids[0], ids[1], fatal=isinstance(exc, errors.FrameError))
+                self.fail(exc, *exc.method_ids, fatal=isinstance(exc, errors.FrameError))
             except Exception as exc:  # never let a bug take the broker down
                 log.exception("internal error handling a frame")
                 self.fail(errors.InternalError(f"fakerabbit internal error: {exc!r}"), 0, 0)
@@ -219,7 +221,8 @@ class AMQPConnection(asyncio.Protocol):
     def _teardown(self) -> None:
         """Release the broker side: channels closed (unacked requeued), exclusive queues dropped."""
         for ch in list(self.channels.values()):
-            ch.session.closed or ch.session.close()
+            if not ch.session.closed:
+                ch.session.close()
         self.channels.clear()
         if self.info is not None:
             self.broker.close_connection(self.info)
@@ -241,7 +244,7 @@ class AMQPConnection(asyncio.Protocol):
             return
         if frame.channel == 0:
             if frame.type != framing.FRAME_METHOD:
-                raise errors.UnexpectedFrame(f"expected method frame, got non method frame instead")
+                raise errors.UnexpectedFrame("expected method frame, got non method frame instead")
             method = framing.decode_method(frame.payload)
             self._connection_method(method)
             return
@@ -254,9 +257,9 @@ class AMQPConnection(asyncio.Protocol):
                 self._open_channel(frame.channel, method)
                 return
             if ch is None:
-                err = errors.ChannelError(f"expected 'channel.open' on channel {frame.channel}")
-                err.method_ids = (method.index >> 16, method.index & 0xFFFF)  # type: ignore[attr-defined]
-                raise err
+                raise errors.ChannelError(f"expected 'channel.open' on channel {frame.channel}").at(
+                    (method.index >> 16, method.index & 0xFFFF)
+                )
             ch.handle_method(method, frame.payload)
         else:
             if ch is None:
@@ -265,13 +268,11 @@ class AMQPConnection(asyncio.Protocol):
 
     def _open_channel(self, number: int, method: commands.Channel.Open) -> None:
         if number in self.channels:
-            err = errors.ChannelError("second 'channel.open' seen")
-            err.method_ids = (20, 10)  # type: ignore[attr-defined]
-            raise err
+            raise errors.ChannelError("second 'channel.open' seen").at((20, 10))
         if number > self.channel_max:
-            err = errors.NotAllowed(f"channel number {number} exceeds negotiated channel_max {self.channel_max}")
-            err.method_ids = (20, 10)  # type: ignore[attr-defined]
-            raise err
+            raise errors.NotAllowed(f"channel number {number} exceeds negotiated channel_max {self.channel_max}").at(
+                (20, 10)
+            )
         assert self.info is not None
         ch = ChannelHandler(self, number)
         self.channels[number] = ch
@@ -288,8 +289,7 @@ class AMQPConnection(asyncio.Protocol):
         try:
             self._connection_method_inner(method)
         except errors.AMQPError as exc:
-            exc.method_ids = ids  # type: ignore[attr-defined]
-            raise
+            raise exc.at(ids) from None
 
     def _connection_method_inner(self, method: base.Frame) -> None:
         state = self.state
@@ -336,8 +336,7 @@ class AMQPConnection(asyncio.Protocol):
             raise errors.CommandInvalid(f"unknown authentication mechanism '{mechanism}'")
         if user is None or password is None or not self.broker.auth.authenticate(user, password):
             raise errors.AccessRefusedHard(
-                f"Login was refused using authentication mechanism {mechanism}. "
-                "For details see the broker logfile."
+                f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
             )
         self.user = user
         self.send(0, commands.Connection.Tune(channel_max=CHANNEL_MAX, frame_max=FRAME_MAX, heartbeat=HEARTBEAT))
@@ -347,9 +346,7 @@ class AMQPConnection(asyncio.Protocol):
         self.channel_max = m.channel_max or CHANNEL_MAX
         self.frame_max = m.frame_max or FRAME_MAX
         if self.frame_max < framing.FRAME_MIN_SIZE:
-            raise errors.NotAllowed(
-                f"frame_max={self.frame_max} < {framing.FRAME_MIN_SIZE} min size"
-            )
+            raise errors.NotAllowed(f"frame_max={self.frame_max} < {framing.FRAME_MIN_SIZE} min size")
         self.reader.frame_max = self.frame_max
         self.heartbeat = m.heartbeat or 0
         self.state = "open"

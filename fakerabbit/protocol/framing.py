@@ -80,11 +80,11 @@ def decode_method(payload: bytes) -> base.Frame:
     cls = commands.INDEX_MAPPING.get(index)
     if cls is None:
         raise errors.CommandInvalid(f"unknown method class {index >> 16} method {index & 0xFFFF}")
-    method = cls()
+    method: base.Frame = cls()
     try:
         method.unmarshal(payload[4:])
     except (UnmarshalingException, struct.error, ValueError, TypeError, IndexError, KeyError) as exc:
-        raise errors.FrameError(f"cannot decode {cls.name}: {exc}") from exc
+        raise errors.FrameError(f"cannot decode {method.name}: {exc}") from exc
     return method
 
 

@@ -187,3 +187,17 @@ def conn(broker: Target) -> Iterator[pika.BlockingConnection]:
 @pytest.fixture
 def ch(conn: pika.BlockingConnection) -> Any:
     return conn.channel()
+
+
+def pump(conn: pika.BlockingConnection, until: Any, timeout: float = 3.0) -> None:
+    """Process pika events until ``until()`` is true (or ``timeout`` real seconds pass)."""
+    deadline = time.monotonic() + timeout
+    while not until() and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.05)
+
+
+def settle(conn: pika.BlockingConnection, seconds: float = 0.2) -> None:
+    """Process pika events for a moment (to show that nothing more arrives)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.05)

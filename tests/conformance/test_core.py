@@ -6,7 +6,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from tests.conformance.conftest import Target
+from tests.conformance.conftest import Target, pump, settle
 
 
 def test_publish_get_roundtrip_keeps_properties(broker: Target, ch: pika.adapters.blocking_connection.BlockingChannel) -> None:
@@ -97,7 +97,7 @@ def test_consume_round_robin_and_ack(broker: Target, conn) -> None:
     ch.basic_consume(q, cb("b"), consumer_tag="b")
     for i in range(4):
         ch.basic_publish("", q, str(i).encode())
-    conn.process_data_events(time_limit=0.3)
+    pump(conn, lambda: len(seen["a"]) + len(seen["b"]) == 4)
     assert seen == {"a": [b"0", b"2"], "b": [b"1", b"3"]}
 
 
@@ -110,10 +110,12 @@ def test_prefetch_limits_unacked(broker: Target, conn) -> None:
         ch.basic_publish("", q, str(i).encode())
     got: list[int] = []
     ch.basic_consume(q, lambda c, m, p, b: got.append(m.delivery_tag))
-    conn.process_data_events(time_limit=0.3)
+    pump(conn, lambda: len(got) >= 2)
+    settle(conn)
     assert len(got) == 2
     ch.basic_ack(got[-1], multiple=True)
-    conn.process_data_events(time_limit=0.3)
+    pump(conn, lambda: len(got) >= 4)
+    settle(conn)
     assert len(got) == 4
 
 
@@ -197,7 +199,7 @@ def test_mandatory_unroutable_is_returned(broker: Target, conn) -> None:
     returned: list[tuple[int, str, str, bytes]] = []
     ch.add_on_return_callback(lambda c, m, p, b: returned.append((m.reply_code, m.reply_text, m.routing_key, b)))
     ch.basic_publish("amq.direct", "nowhere", b"body", mandatory=True)
-    conn.process_data_events(time_limit=0.3)
+    pump(conn, lambda: returned)
     assert returned == [(312, "NO_ROUTE", "nowhere", b"body")]
 
 
@@ -317,7 +319,7 @@ def test_consumer_cancelled_when_queue_deleted(broker: Target, conn) -> None:
     ch.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
     other = conn.channel()
     other.queue_delete(q)
-    conn.process_data_events(time_limit=0.3)
+    pump(conn, lambda: cancelled)
     assert cancelled == [tag]
 
 
@@ -372,7 +374,7 @@ def test_direct_reply_to(broker: Target, conn) -> None:
     m, props, body = ch.basic_get(server_q, auto_ack=True)
     assert props.reply_to.startswith("amq.rabbitmq.reply-to.")
     ch.basic_publish("", props.reply_to, b"response")
-    conn.process_data_events(time_limit=0.3)
+    pump(conn, lambda: replies)
     assert replies == [b"response"]
 
 

@@ -35,7 +35,12 @@ def exchange_delete(ch: ChannelHandler, m: commands.Exchange.Delete, payload: by
 
 def exchange_bind(ch: ChannelHandler, m: commands.Exchange.Bind, payload: bytes) -> None:
     ch.session.vhost.bind(
-        ch.session.conn, "exchange", m.destination or "", m.source or "", m.routing_key or "", typed_arguments(payload)
+        ch.session.conn,
+        "exchange",
+        m.destination or "",
+        m.source or "",
+        m.routing_key or "",
+        typed_arguments(payload),
     )
     if not m.nowait:
         ch.send(commands.Exchange.BindOk())

@@ -28,7 +28,12 @@ def queue_declare(ch: ChannelHandler, m: commands.Queue.Declare, payload: bytes)
 
 def queue_bind(ch: ChannelHandler, m: commands.Queue.Bind, payload: bytes) -> None:
     ch.session.vhost.bind(
-        ch.session.conn, "queue", m.queue or "", m.exchange or "", m.routing_key or "", typed_arguments(payload)
+        ch.session.conn,
+        "queue",
+        m.queue or "",
+        m.exchange or "",
+        m.routing_key or "",
+        typed_arguments(payload),
     )
     if not m.nowait:
         ch.send(commands.Queue.BindOk())

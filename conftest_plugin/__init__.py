@@ -1,0 +1,1 @@
+"""The fakerabbit pytest plugin (registered through the ``pytest11`` entry point)."""

@@ -1,0 +1,1 @@
+"""pytest plugin: fixtures for fakerabbit (being written)."""

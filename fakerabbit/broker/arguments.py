@@ -1,0 +1,670 @@
+"""``queue.declare`` / ``exchange.declare`` argument checks and the ``expiration`` property parser.
+
+Pure functions over typed tables (``{key: (tag, value)}``, see :mod:`fakerabbit.broker.fields`) that raise
+:mod:`fakerabbit.broker.errors` with RabbitMQ's exact texts (spec sections N and O, TTL-8):
+
+* :func:`augment_declare_args` — 4.x stores ``x-queue-type = "classic"`` when the client sent no type.
+* :func:`validate_new_queue` — the checks for a queue that does not exist yet, in RabbitMQ's order (N-1).
+* :func:`check_queue_equivalence` — redeclaring an existing queue (EQ-1 - EQ-3).
+* :func:`validate_new_exchange` / :func:`check_exchange_equivalence` — the same for exchanges.
+* :func:`parse_expiration` — the ``expiration`` property (TTL-8).
+
+Texts were checked against a live RabbitMQ 3.10.8 (2026-11-21) unless a docstring says otherwise; Erlang
+terms in them are rendered by :func:`erl_pretty`, including the line break Erlang's ``~p`` inserts into a
+tagged pair that does not fit in 80 columns.
+
+Stream queues (``x-queue-type = "stream"``) are not supported: declaring one raises
+``540 NOT_IMPLEMENTED - stream queues are not supported by fakerabbit`` (a connection error), right after the
+``x-queue-type`` argument itself has been validated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Final
+
+from fakerabbit.broker import errors
+from fakerabbit.broker.fields import INTEGER_TAGS, Field, Table, type_name
+from fakerabbit.broker.profile import Profile
+
+__all__ = [
+    "MAX_EXPIRY",
+    "STREAM_NOT_SUPPORTED",
+    "TRANSIENT_NONEXCL_TEXT",
+    "Atom",
+    "ErlStr",
+    "augment_declare_args",
+    "check_exchange_equivalence",
+    "check_queue_equivalence",
+    "erl_pretty",
+    "erl_tp",
+    "int_value",
+    "number_value",
+    "parse_expiration",
+    "queue_type_of",
+    "str_value",
+    "validate_new_exchange",
+    "validate_new_queue",
+]
+
+#: ``?MAX_EXPIRY_TIMER``: ten years in milliseconds, the largest TTL / expiry RabbitMQ accepts.
+MAX_EXPIRY: Final = 315_360_000_000
+#: Explanation of the 540 raised for ``x-queue-type = "stream"``.
+STREAM_NOT_SUPPORTED: Final = "stream queues are not supported by fakerabbit"
+#: Explanation of 4.3's 541 for a queue neither durable nor exclusive (``rabbit_deprecated_features``).
+TRANSIENT_NONEXCL_TEXT: Final = (
+    "Feature `transient_nonexcl_queues` is deprecated.\n"
+    "By default, this feature is not permitted anymore.\n"
+    "The feature will be removed from a future major RabbitMQ version, regardless of the configuration; "
+    "actual version to be determined.\n"
+    "To continue using this feature when it is not permitted by default, set the following parameter in your "
+    "configuration:\n"
+    '    "deprecated_features.permit.transient_nonexcl_queues = true"'
+)
+
+# ======================================================================================================
+# Erlang term rendering (~p / ~tp), shared with the policy module
+
+
+@dataclass(frozen=True, slots=True)
+class Atom:
+    """An Erlang atom."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ErlStr:
+    """An Erlang string (a char list), kept as the UTF-8 bytes RabbitMQ 3.10 formats byte by byte."""
+
+    data: bytes
+
+    @classmethod
+    def of(cls, text: str) -> ErlStr:
+        return cls(text.encode("utf-8", "surrogateescape"))
+
+
+_PLAIN_ATOM: Final = re.compile(r"[a-z][A-Za-z0-9_@]*")
+_ESCAPES: Final = {
+    92: "\\\\",
+    34: '\\"',
+    8: "\\b",
+    9: "\\t",
+    10: "\\n",
+    11: "\\v",
+    12: "\\f",
+    13: "\\r",
+    27: "\\e",
+}
+
+
+def _printable(data: bytes) -> bool:
+    """``io_lib:printable_latin1_list`` applied to bytes (RabbitMQ 3.10 behaviour, verified)."""
+    return all(32 <= b <= 126 or b >= 160 or b in _ESCAPES for b in data)
+
+
+def _quoted(data: bytes) -> str:
+    text = data.decode("utf-8", "surrogateescape")
+    return '"' + "".join(_ESCAPES.get(ord(c), c) if ord(c) < 128 else c for c in text) + '"'
+
+
+def _erl_float(f: float) -> str:
+    """Erlang's shortest float text: ``1.5``, ``0.1``, ``1.0e20`` (verified: ``1e20`` in a policy)."""
+    r = repr(f)
+    if "e" not in r or not math.isfinite(f):
+        return r
+    mantissa, exp = r.split("e")
+    return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{int(exp)}"
+
+
+def erl_tp(term: Any) -> str:
+    """Flat ``~tp`` rendering.
+
+    Python ``bytes`` are binaries, ``str`` and :class:`ErlStr` are strings, ``bool`` / ``None`` are the atoms
+    ``true`` / ``false`` / ``null``, a ``dict`` is a map (keys in the given order).
+    """
+    if isinstance(term, bool):
+        return "true" if term else "false"
+    if term is None:
+        return "null"
+    if isinstance(term, Atom):
+        if _PLAIN_ATOM.fullmatch(term.name):
+            return term.name
+        return "'" + term.name.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(term, int):
+        return str(term)
+    if isinstance(term, float):
+        return _erl_float(term)
+    if isinstance(term, str):
+        term = ErlStr.of(term)
+    if isinstance(term, ErlStr):
+        if term.data and _printable(term.data):
+            return _quoted(term.data)
+        return "[" + ",".join(map(str, term.data)) + "]"
+    if isinstance(term, bytes):
+        if _printable(term):
+            return "<<" + _quoted(term) + ">>"
+        return "<<" + ",".join(map(str, term)) + ">>"
+    if isinstance(term, tuple):
+        return "{" + ",".join(erl_tp(x) for x in term) + "}"
+    if isinstance(term, list):
+        return "[" + ",".join(erl_tp(x) for x in term) + "]"
+    if isinstance(term, dict):
+        return "#{" + ",".join(f"{erl_tp(k)} => {erl_tp(v)}" for k, v in term.items()) + "}"
+    raise TypeError(f"cannot render {term!r} as an Erlang term")
+
+
+def erl_pretty(term: Any, column: int, line_length: int = 80) -> str:
+    """``~p`` (``~255p`` with ``line_length=255``) of ``term`` printed at ``column`` (0-based).
+
+    A tagged pair that does not fit is broken after the tag and its value aligned one column right of the
+    brace. On RabbitMQ 3.10.8 (verified 2026-11-21) the break happens once
+    ``column + width > line_length - 2``.
+    Other terms are printed flat.
+    """
+    flat = erl_tp(term)
+    if column + len(flat) <= line_length - 2:
+        return flat
+    if isinstance(term, tuple) and len(term) == 2 and isinstance(term[0], Atom):
+        return "{" + erl_tp(term[0]) + ",\n" + " " * (column + 1) + erl_tp(term[1]) + "}"
+    return flat
+
+
+# ======================================================================================================
+# expiration (TTL-8)
+
+
+def parse_expiration(raw: str | bytes) -> int:
+    """Parse the ``expiration`` property like ``rabbit_basic:parse_expiration/1`` (``string:to_integer``).
+
+    An optional sign, ASCII digits, nothing else; then 0 ≤ N ≤ :data:`MAX_EXPIRY`. Raises 406, e.g.
+    ``invalid expiration 'abc': no_integer``, ``invalid expiration '1.5': {leftover_string,".5"}``,
+    ``invalid expiration '-1': {value_negative,-1}`` (all verified on 3.10.8, 2026-11-21).
+    """
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
+    m = re.match(rb"[+-]?[0-9]+", data)
+    term: Any
+    if m is None:
+        term = Atom("no_integer")
+    elif m.end() < len(data):
+        term = (Atom("leftover_string"), ErlStr(data[m.end() :]))
+    else:
+        n = int(m.group())
+        if 0 <= n <= MAX_EXPIRY:
+            return n
+        term = (Atom("value_negative" if n < 0 else "value_too_large"), n)
+    prefix = f"invalid expiration '{data.decode('utf-8', 'surrogateescape')}': "
+    # RabbitMQ 3.10 formats the raw value with ~s, i.e. byte by byte: the column counts bytes.
+    column = len("invalid expiration '") + len(data) + len("': ")
+    raise errors.PreconditionFailed(prefix + erl_pretty(term, column))
+
+
+# ======================================================================================================
+# Erlang values of typed fields, for the equivalence check
+
+_INT_CLASS: Final = INTEGER_TAGS | {"D"}
+_FLOAT_CLASS: Final = frozenset("fd")
+
+
+def _type_class(tag: str) -> str:
+    """``rabbit_misc:type_class/1``: integers (and decimal) are one class, float/double another."""
+    return "int" if tag in _INT_CLASS else "float" if tag in _FLOAT_CLASS else tag
+
+
+def _erl_value(field: Field) -> Any:
+    """The Erlang value RabbitMQ holds for a field (binaries as bytes, bools as atoms, decimals as tuples)."""
+    tag, v = field
+    if tag == "S":
+        return v.encode("utf-8", "surrogateescape") if isinstance(v, str) else bytes(v)
+    if tag == "x":
+        return bytes(v)
+    if tag in INTEGER_TAGS or tag == "T":
+        return int(v.timestamp()) if hasattr(v, "timestamp") else int(v)
+    if tag == "t":
+        return Atom("true" if v else "false")
+    if tag in _FLOAT_CLASS:
+        return float(v)
+    if tag == "D":
+        exp = Decimal(v).as_tuple().exponent
+        scale = -exp if isinstance(exp, int) and exp < 0 else 0
+        unscaled = int(Decimal(v).scaleb(scale))
+        return (scale, unscaled)
+    if tag == "V":
+        return Atom("undefined")
+    if tag == "A":
+        return [(Atom(type_name(t)), _erl_value((t, x))) for t, x in v]
+    if tag == "F":
+        return [(k.encode(), Atom(type_name(t)), _erl_value((t, x))) for k, (t, x) in v.items()]
+    raise ValueError(f"unknown field type tag {tag!r}")
+
+
+def _exact(a: Any, b: Any) -> bool:
+    """Erlang ``=:=``."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple | list):
+        return len(a) == len(b) and all(_exact(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Erlang ``==`` (numbers compare by value across int/float)."""
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, tuple | list) and isinstance(b, tuple | list):
+        return (
+            type(a) is type(b) and len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+        )
+    return _exact(a, b)
+
+
+@dataclass(frozen=True, slots=True)
+class _Typed:
+    """``{Type, Value}`` as ``rabbit_misc:table_lookup`` returns it."""
+
+    type: str
+    value: Any
+
+
+def _val(v: Any) -> str:
+    """``rabbit_misc:val/1``."""
+    if v is None or v == Atom("undefined"):
+        return "none"
+    if isinstance(v, _Typed):
+        shown = v.value.decode("utf-8", "replace") if isinstance(v.value, bytes) else erl_tp(v.value)
+        return f"the value '{shown}' of type '{v.type}'"
+    if isinstance(v, tuple) and len(v) == 2:
+        # A decimal {Scale, Unscaled} hits val({Type, Value}) and crashes formatting ~ts with an integer.
+        raise errors.InternalError("")
+    return "'" + (v.decode("utf-8", "replace") if isinstance(v, bytes) else erl_tp(v)) + "'"
+
+
+def _field_equivalence(current: Any, new: Any, rs: str, key: str) -> None:
+    """``rabbit_misc:assert_field_equivalence/4``."""
+    if _exact(current, new):
+        return
+    classic = _Typed("longstr", b"classic")
+    if key == "x-queue-type" and (
+        (current is None and _exact_typed(new, classic)) or (new is None and _exact_typed(current, classic))
+    ):
+        return
+    raise errors.PreconditionFailed(
+        f"inequivalent arg '{key}' for {rs}: received {_val(new)} but current is {_val(current)}"
+    )
+
+
+def _exact_typed(a: Any, b: _Typed) -> bool:
+    return isinstance(a, _Typed) and a.type == b.type and _exact(a.value, b.value)
+
+
+def _args_equivalence(current: Table, new: Table, rs: str, keys: Iterable[str], typed: bool) -> None:
+    """``rabbit_misc:assert_args_equivalence/4``: both present -> compared (and shown) untyped."""
+    for key in keys:
+        cur, nxt = current.get(key), new.get(key)
+        if cur is None and nxt is None:
+            continue
+        if cur is not None and nxt is not None:
+            cv, nv = _erl_value(cur), _erl_value(nxt)
+            if cur[0] == nxt[0] and _exact(cv, nv):
+                continue
+            if _type_class(cur[0]) == _type_class(nxt[0]) and _equal(cv, nv):
+                continue
+            if typed:  # no released RabbitMQ does this; kept for Profile.typed_inequivalence_text
+                cv, nv = _Typed(type_name(cur[0]), cv), _Typed(type_name(nxt[0]), nv)
+            _field_equivalence(cv, nv, rs, key)
+            continue
+        _field_equivalence(
+            None if cur is None else _Typed(type_name(cur[0]), _erl_value(cur)),
+            None if nxt is None else _Typed(type_name(nxt[0]), _erl_value(nxt)),
+            rs,
+            key,
+        )
+
+
+def _bool_atom(b: bool) -> Atom:
+    return Atom("true" if b else "false")
+
+
+# ======================================================================================================
+# queue.declare validators (rabbit_amqqueue:declare_args/0, in this order)
+
+_Check = Callable[[Field, Table], Any]  # returns None when valid, else the Erlang error term
+
+
+def _unacceptable(field: Field) -> tuple[Atom, Atom]:
+    return (Atom("unacceptable_type"), Atom(type_name(field[0])))
+
+
+def _int(field: Field, _args: Table) -> Any:
+    if field[0] in INTEGER_TAGS:
+        return None
+    return ErlStr.of(f"expected integer, got {type_name(field[0])}")
+
+
+def _non_neg_int(field: Field, args: Table) -> Any:
+    err = _int(field, args)
+    if err is None and field[1] < 0:
+        return (Atom("value_negative"), field[1])
+    return err
+
+
+def _expiry(n: int) -> Any:
+    if n < 0:
+        return (Atom("value_negative"), n)
+    if n > MAX_EXPIRY:
+        return (Atom("value_too_large"), n)
+    return None
+
+
+def _expires(field: Field, args: Table) -> Any:
+    err = _int(field, args)
+    if err is not None:
+        return err
+    return (Atom("value_zero"), 0) if field[1] == 0 else _expiry(field[1])
+
+
+def _message_ttl(field: Field, args: Table) -> Any:
+    err = _int(field, args)
+    return err if err is not None else _expiry(field[1])
+
+
+def _dlx(field: Field, _args: Table) -> Any:
+    return None if field[0] == "S" else _unacceptable(field)
+
+
+def _dlrk(field: Field, args: Table) -> Any:
+    if field[0] != "S":
+        return _unacceptable(field)
+    return Atom("routing_key_but_no_dlx_defined") if "x-dead-letter-exchange" not in args else None
+
+
+def _one_of(values: frozenset[str], error: Callable[[str], Any]) -> _Check:
+    def check(field: Field, _args: Table) -> Any:
+        if field[0] != "S":
+            return _unacceptable(field)
+        return None if field[1] in values else error(field[1])
+
+    return check
+
+
+def _max_priority(field: Field, args: Table) -> Any:
+    err = _non_neg_int(field, args)
+    return (Atom("max_value_exceeded"), field[1]) if err is None and field[1] > 255 else err
+
+
+def _queue_version(field: Field, args: Table) -> Any:
+    err = _non_neg_int(field, args)
+    if err is None and field[1] not in (1, 2):
+        return ErlStr.of(f"unsupported queue version '{field[1]}'")
+    return err
+
+
+def _bool(field: Field, _args: Table) -> Any:
+    return None if field[0] == "t" else _unacceptable(field)
+
+
+def _group_size(field: Field, args: Table) -> Any:
+    err = _non_neg_int(field, args)
+    return (Atom("value_zero"), 0) if err is None and field[1] == 0 else err
+
+
+_QUEUE_TYPES: Final = frozenset({"classic", "quorum", "stream"})
+_check_queue_type: Final = _one_of(_QUEUE_TYPES, lambda v: ErlStr.of(f"unsupported queue type '{v}'"))
+
+_VALIDATORS: Final[tuple[tuple[str, _Check], ...]] = (
+    ("x-expires", _expires),
+    ("x-message-ttl", _message_ttl),
+    ("x-dead-letter-exchange", _dlx),
+    ("x-dead-letter-routing-key", _dlrk),
+    (
+        "x-dead-letter-strategy",
+        _one_of(frozenset({"at-most-once", "at-least-once"}), lambda v: Atom("invalid_dlx_strategy")),
+    ),
+    ("x-max-length", _non_neg_int),
+    ("x-max-length-bytes", _non_neg_int),
+    ("x-max-in-memory-length", _non_neg_int),
+    ("x-max-in-memory-bytes", _non_neg_int),
+    ("x-max-priority", _max_priority),
+    (
+        "x-overflow",
+        _one_of(
+            frozenset({"drop-head", "reject-publish", "reject-publish-dlx"}),
+            lambda v: Atom("invalid_overflow"),
+        ),
+    ),
+    (
+        "x-queue-mode",
+        _one_of(frozenset({"default", "lazy"}), lambda v: ErlStr.of(f"unsupported queue mode '{v}'")),
+    ),
+    ("x-queue-version", _queue_version),
+    ("x-single-active-consumer", _bool),
+    ("x-queue-type", _check_queue_type),
+    ("x-quorum-initial-group-size", _group_size),
+    (
+        "x-queue-leader-locator",
+        _one_of(
+            frozenset({"client-local", "balanced", "random", "least-leaders"}),
+            lambda v: Atom("invalid_queue_locator_arg"),
+        ),
+    ),
+)
+
+
+def _invalid_arg(key: str, rs: str, term: Any) -> errors.PreconditionFailed:
+    prefix = f"invalid arg '{key}' for {rs}: "
+    return errors.PreconditionFailed(prefix + erl_pretty(term, len(prefix), 255))
+
+
+def _type_arguments(queue_type: str, profile: Profile) -> tuple[str, ...]:
+    if queue_type == "quorum":
+        return profile.quorum_queue_arguments
+    if queue_type == "stream":
+        return profile.stream_queue_arguments
+    return profile.classic_queue_arguments
+
+
+def queue_type_of(args: Table) -> str:
+    """The queue type named by ``x-queue-type`` (``"classic"`` when absent)."""
+    field = args.get("x-queue-type")
+    return "classic" if field is None else str(field[1])
+
+
+def augment_declare_args(args: Table, *, profile: Profile) -> Table:
+    """The arguments RabbitMQ works with and stores: in 4.x a missing ``x-queue-type`` becomes ``"classic"``.
+
+    ``rabbit_amqqueue:augment_declare_args/5`` injects the vhost's default queue type with
+    ``rabbit_misc:set_table_value``, which also sorts the table by key. Call it on the client's arguments
+    before :func:`validate_new_queue` and store the result; :func:`check_queue_equivalence` applies it to the
+    new arguments itself. Returns ``args`` unchanged for other versions (not verified against a 4.x broker).
+    """
+    if not profile.inject_default_queue_type or "x-queue-type" in args:
+        return args
+    merged = dict(args)
+    merged["x-queue-type"] = ("S", "classic")
+    return {k: merged[k] for k in sorted(merged, key=lambda k: k.encode("utf-8", "surrogateescape"))}
+
+
+def validate_new_queue(
+    name: str,
+    vhost: str,
+    args: Table,
+    *,
+    durable: bool,
+    exclusive: bool,
+    auto_delete: bool,
+    profile: Profile,
+) -> str:
+    """Check a ``queue.declare`` of a new queue; return its type, ``"classic"`` or ``"quorum"``.
+
+    RabbitMQ's order (N-1), after the caller's permission checks:
+
+    1. ``x-dead-letter-exchange`` must be a longstr (N-2; RabbitMQ checks this before permissions, so the
+       caller may already have done it);
+    2. ``x-queue-type`` (then ``stream`` -> 540 NOT_IMPLEMENTED, see module docstring);
+    3. the type's own arguments, in ``declare_args`` order (N-3);
+    4. arguments known only to other queue types, in the client's table order (N-5);
+    5. 4.3: neither durable nor exclusive -> 541 INTERNAL_ERROR (:data:`TRANSIENT_NONEXCL_TEXT`);
+    6. quorum: ``auto-delete``, then ``exclusive-owner``, then ``non-durable`` (DLIM-7).
+
+    ``args`` should already have gone through :func:`augment_declare_args`. Unknown ``x-`` arguments are
+    accepted. ``x-delivery-limit``, ``x-queue-master-locator`` and ``x-consumer-timeout`` have no validator
+    (as in RabbitMQ 3.10 - 3.13).
+    """
+    rs = errors.rs_queue(name, vhost)
+    dlx = args.get("x-dead-letter-exchange")
+    if dlx is not None and dlx[0] != "S":
+        raise errors.PreconditionFailed(
+            f"invalid type '{type_name(dlx[0])}' for arg 'x-dead-letter-exchange' in {rs}"
+        )
+    qt_field = args.get("x-queue-type")
+    if qt_field is not None:
+        err = _check_queue_type(qt_field, args)
+        if err is not None:
+            raise _invalid_arg("x-queue-type", rs, err)
+    queue_type = queue_type_of(args)
+    if queue_type == "stream":
+        raise errors.NotImplemented_(STREAM_NOT_SUPPORTED)
+    own = _type_arguments(queue_type, profile)
+    for key, check in _VALIDATORS:
+        field = args.get(key)
+        if field is not None and key in own:
+            err = check(field, args)
+            if err is not None:
+                raise _invalid_arg(key, rs, err)
+    known = {
+        *profile.classic_queue_arguments,
+        *profile.quorum_queue_arguments,
+        *profile.stream_queue_arguments,
+    }
+    foreign = known.difference(own)
+    for key in args:
+        if key in foreign:
+            raise errors.PreconditionFailed(
+                f"invalid arg '{key}' for {rs} of queue type rabbit_{queue_type}_queue"
+            )
+    if not profile.transient_nonexclusive_queues and not durable and not exclusive:
+        raise errors.InternalError(TRANSIENT_NONEXCL_TEXT)
+    if queue_type == "quorum":
+        for bad, prop in (
+            (auto_delete, "auto-delete"),
+            (exclusive, "exclusive-owner"),
+            (not durable, "non-durable"),
+        ):
+            if bad:
+                raise errors.PreconditionFailed(f"invalid property '{prop}' for {rs}")
+    return queue_type
+
+
+def check_queue_equivalence(
+    name: str,
+    vhost: str,
+    *,
+    queue_type: str,
+    durable: bool,
+    auto_delete: bool,
+    stored_args: Table,
+    new_durable: bool,
+    new_auto_delete: bool,
+    new_args: Table,
+    profile: Profile,
+    exclusive: bool = False,
+    new_exclusive: bool = False,
+) -> None:
+    """Redeclaring an existing queue (EQ-1): ``durable``, ``auto_delete``, then the type's arguments in order.
+
+    Runs *instead of* the validators (EQ-3): an invalid new value reads ``inequivalent arg``. The
+    exclusive-owner check (405) is the caller's and comes first. RabbitMQ compares ``durable and not
+    exclusive`` on both sides, so pass the stored and the requested exclusivity when they may be True.
+
+    Texts (verified on 3.10.8, 2026-11-21): ``inequivalent arg 'durable' for queue 'q' in vhost '/': received
+    'false' but current is 'true'``; ``inequivalent arg 'x-message-ttl' for queue 'q' in vhost '/': received
+    '20' but current is '10'``; ``received the value 'a' of type 'longstr' but current is none``.
+    """
+    rs = errors.rs_queue(name, vhost)
+    new_args = augment_declare_args(new_args, profile=profile)
+    _field_equivalence(
+        _bool_atom(durable and not exclusive), _bool_atom(new_durable and not new_exclusive), rs, "durable"
+    )
+    _field_equivalence(_bool_atom(auto_delete), _bool_atom(new_auto_delete), rs, "auto_delete")
+    keys = _type_arguments(queue_type, profile)
+    _args_equivalence(stored_args, new_args, rs, keys, profile.typed_inequivalence_text)
+
+
+# ======================================================================================================
+# exchanges
+
+
+def validate_new_exchange(name: str, vhost: str, args: Table) -> None:
+    """A new exchange's ``alternate-exchange`` argument must be a longstr (checked only on creation).
+
+    ``invalid type 'signedint' for arg 'alternate-exchange' in exchange 'x' in vhost '/'``
+    (verified on 3.10.8, 2026-11-21).
+    """
+    ae = args.get("alternate-exchange")
+    if ae is not None and ae[0] != "S":
+        raise errors.PreconditionFailed(
+            f"invalid type '{type_name(ae[0])}' for arg 'alternate-exchange' in "
+            f"{errors.rs_exchange(name, vhost)}"
+        )
+
+
+def check_exchange_equivalence(
+    name: str,
+    vhost: str,
+    *,
+    current_type: str,
+    current_durable: bool,
+    current_auto_delete: bool,
+    current_internal: bool,
+    current_args: Table,
+    new_type: str,
+    new_durable: bool,
+    new_auto_delete: bool,
+    new_internal: bool,
+    new_args: Table,
+    profile: Profile | None = None,
+) -> None:
+    """Redeclaring an existing exchange: ``type``, ``durable``, ``auto_delete``, ``internal``, then only the
+    ``alternate-exchange`` argument (``rabbit_exchange:assert_equivalence/6``; verified on 3.10.8, e.g.
+    ``inequivalent arg 'type' for exchange 'x' in vhost '/': received 'fanout' but current is 'direct'``)."""
+    rs = errors.rs_exchange(name, vhost)
+    _field_equivalence(Atom(current_type), Atom(new_type), rs, "type")
+    _field_equivalence(_bool_atom(current_durable), _bool_atom(new_durable), rs, "durable")
+    _field_equivalence(_bool_atom(current_auto_delete), _bool_atom(new_auto_delete), rs, "auto_delete")
+    _field_equivalence(_bool_atom(current_internal), _bool_atom(new_internal), rs, "internal")
+    typed = profile.typed_inequivalence_text if profile is not None else False
+    _args_equivalence(current_args, new_args, rs, ("alternate-exchange",), typed)
+
+
+# ======================================================================================================
+# numeric helpers for the policy module
+
+
+def int_value(field: Field | None) -> int | None:
+    """An integer-typed argument's value, else None."""
+    if field is None or field[0] not in INTEGER_TAGS:
+        return None
+    return int(field[1])
+
+
+def str_value(field: Field | None) -> str | None:
+    """A longstr argument's value, else None."""
+    if field is None or field[0] != "S":
+        return None
+    v = field[1]
+    return v if isinstance(v, str) else bytes(v).decode("utf-8", "surrogateescape")
+
+
+def number_value(field: Field | None) -> float | int | None:
+    """A numeric argument (integer or float) as a Python number, else None (decimals are Erlang tuples)."""
+    if field is None:
+        return None
+    if field[0] in INTEGER_TAGS:
+        return int(field[1])
+    if field[0] in _FLOAT_CLASS:
+        return float(field[1])
+    return None

@@ -1,0 +1,293 @@
+"""Version profiles: the RabbitMQ behaviours that differ between releases, as plain switches.
+
+``FakeRabbit(rabbitmq_version="3.12")`` picks a profile with :func:`get_profile`; broker code asks the profile
+and never compares version strings. Spec references (``shared/spec/rabbitmq-behaviour.md``) are given per
+field.
+
+Families (the spec's version legend):
+
+========  ==============  ==========================================================================
+family    versions        notes
+========  ==============  ==========================================================================
+``3.10``  3.0 - 3.11      LEGACY messages. Checked against a live 3.10.8 broker.
+``3.12``  3.12            LEGACY messages; queue-type-specific policy ``apply-to`` values.
+``3.13``  3.13            MC (message containers), 3.13.3 - 3.13.7 semantics.
+``4.0``   4.0, 4.1, 4.2   client x-death ignored; quorum delivery-limit 20 counting acquisitions.
+``4.3``   4.3             delivery-limit counts failed deliveries; transient non-exclusive queues refused.
+========  ==============  ==========================================================================
+
+The ``inequivalent arg`` rendering is the same in every version (checked in ``rabbit_misc.erl`` of 3.8 -
+4.x and on the live 3.10.8 broker): when *both* values are present they are printed without types
+(``received '20' but current is '10'``); the typed form (``the value '20' of type 'signedint'``) is only used
+for the side that is present when the other side is absent (``... but current is none``).
+:attr:`Profile.typed_inequivalence_text` therefore stays ``False`` in every profile.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Final, Literal
+
+__all__ = ["ACCEPTED_VERSIONS", "Profile", "get_profile"]
+
+ClientXDeath = Literal["edit", "parse", "ignore"]
+DeliveryLimitCounter = Literal["returns", "acquired", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Behaviour switches of one RabbitMQ release family."""
+
+    #: The requested ``major.minor`` ("3.12", "4.1", ...).
+    name: str
+    #: The server-properties ``version`` the fake announces.
+    server_version: str
+
+    # -- dead-lettering (spec C-G) ------------------------------------------------------------------------
+    #: XF-2: ``x-last-death-{reason,queue,exchange}`` headers (3.13+).
+    last_death_headers: bool
+    #: DM-3: keep the ``CC`` header on a dead-lettered copy when a DLRK replaced the routing keys (3.13+).
+    keep_cc_with_dlrk: bool
+    #: G: a client-published ``x-death`` is edited in place (≤3.12), parsed (3.13) or ignored (4.x).
+    client_x_death: ClientXDeath
+    #: XD-2: x-death table field order of the MC code (3.13+) instead of the LEGACY order.
+    x_death_mc_order: bool
+    #: DM-1: re-render ``expiration`` / ``original-expiration`` from the parsed number ("007" -> "7") (3.13+).
+    normalise_expiration: bool
+
+    # -- quorum queue delivery limit (spec K) -------------------------------------------------------------
+    #: DLIM-2: the limit when none is configured: ``None`` (no limit) ≤3.13, 20 in 4.x.
+    delivery_limit_default: int | None
+    #: DLIM-3: what the limit counts: every return (≤3.13), acquisitions (4.0-4.2), failed deliveries (4.3+).
+    delivery_limit_counter: DeliveryLimitCounter
+    #: DLIM-4: ``x-acquired-count`` header on redelivered quorum messages (4.3+).
+    acquired_count_header: bool
+    #: DLIM-4: ``x-delivery-count`` is already present (as 0) on the first delivery (LEGACY; seen on 3.10.8).
+    delivery_count_header_from_zero: bool
+    #: DLIM-1/2, POL-3: a negative delivery limit means "unlimited" and wins over a positive one (max),
+    #: and the ``delivery-limit`` policy accepts negative integers (4.x). Before, the policy must be ≥ 0.
+    negative_delivery_limit_unlimited: bool
+
+    # -- policies (spec L) --------------------------------------------------------------------------------
+    #: POL-3: keys an operator policy may contain.
+    operator_policy_keys: frozenset[str]
+    #: POL-2: policy keys that make a policy skip quorum queues.
+    unsupported_qq_policy_keys: frozenset[str]
+    #: POL-2: policy keys that make a policy skip classic queues.
+    unsupported_classic_policy_keys: frozenset[str]
+    #: POL-1: ``apply-to`` may name a queue type (``classic_queues``, ``quorum_queues``, ``streams``) (3.12+).
+    queue_type_apply_to: bool
+    #: POL-6: the classic mirroring keys (``ha-*``) are still recognised policy settings (≤3.13).
+    ha_policy_keys: bool
+    #: Policy keys recognised only from this version on (4.x: ``target-group-size``).
+    extra_policy_keys: frozenset[str]
+
+    # -- queue.declare (spec N, O) ------------------------------------------------------------------------
+    #: EQ-1: render both sides of an ``inequivalent arg`` error with types. No released version does.
+    typed_inequivalence_text: bool
+    #: 4.x: a declare without ``x-queue-type`` gets ``x-queue-type = "classic"`` stored in its arguments (the
+    #: vhost default queue type), so a later redeclare as quorum reads ``received 'quorum' but current is
+    #: 'classic'`` instead of ``... but current is none``.
+    inject_default_queue_type: bool
+    #: 4.3: a queue that is neither durable nor exclusive is refused with 541 INTERNAL_ERROR
+    #: (deprecated feature ``transient_nonexcl_queues`` denied by default).
+    transient_nonexclusive_queues: bool
+    #: ``rabbit_classic_queue:capabilities()`` ``queue_arguments``, in order (equivalence check order).
+    classic_queue_arguments: tuple[str, ...]
+    #: ``rabbit_quorum_queue:capabilities()`` ``queue_arguments``, in order.
+    quorum_queue_arguments: tuple[str, ...]
+    #: ``rabbit_stream_queue:capabilities()`` ``queue_arguments`` (only used to reject them on other types).
+    stream_queue_arguments: tuple[str, ...]
+
+
+# -------------------------------------------------------------------------------------------------------
+# building blocks
+
+_OPERATOR_KEYS_312: Final = frozenset(
+    {
+        "expires",
+        "message-ttl",
+        "max-length",
+        "max-length-bytes",
+        "max-in-memory-length",
+        "max-in-memory-bytes",
+        "delivery-limit",
+    }
+)
+_OPERATOR_KEYS_313: Final = _OPERATOR_KEYS_312 | {"queue-version", "overflow"}
+
+_HA_KEYS: Final = frozenset(
+    {"ha-mode", "ha-params", "ha-sync-mode", "ha-promote-on-shutdown", "ha-promote-on-failure"}
+)
+_UNSUPPORTED_CLASSIC: Final = frozenset(
+    {
+        "delivery-limit",
+        "dead-letter-strategy",
+        "max-in-memory-length",
+        "max-in-memory-bytes",
+        "target-group-size",
+        "max-age",
+        "stream-max-segment-size-bytes",
+        "initial-cluster-size",
+    }
+)
+_UNSUPPORTED_QQ: Final = frozenset(
+    {
+        "max-priority",
+        "queue-mode",
+        "queue-master-locator",
+        "max-age",
+        "stream-max-segment-size-bytes",
+        "initial-cluster-size",
+    }
+    | _HA_KEYS
+)
+
+_CLASSIC_ARGS: Final = (
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-queue-version",
+    "x-single-active-consumer",
+    "x-queue-type",
+    "x-queue-master-locator",
+)
+_QUORUM_ARGS: Final = (
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-dead-letter-strategy",
+    "x-expires",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-in-memory-length",
+    "x-max-in-memory-bytes",
+    "x-overflow",
+    "x-single-active-consumer",
+    "x-queue-type",
+    "x-quorum-initial-group-size",
+    "x-delivery-limit",
+    "x-message-ttl",
+    "x-queue-leader-locator",
+)
+_STREAM_ARGS: Final = (
+    "x-max-length-bytes",
+    "x-queue-type",
+    "x-max-age",
+    "x-stream-max-segment-size-bytes",
+    "x-initial-cluster-size",
+    "x-queue-leader-locator",
+)
+
+_P310: Final = Profile(
+    name="3.10",
+    server_version="3.10.8",
+    last_death_headers=False,
+    keep_cc_with_dlrk=False,
+    client_x_death="edit",
+    x_death_mc_order=False,
+    normalise_expiration=False,
+    delivery_limit_default=None,
+    delivery_limit_counter="returns",
+    acquired_count_header=False,
+    delivery_count_header_from_zero=True,
+    negative_delivery_limit_unlimited=False,
+    operator_policy_keys=_OPERATOR_KEYS_312,
+    unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
+    unsupported_classic_policy_keys=_UNSUPPORTED_CLASSIC,
+    queue_type_apply_to=False,
+    ha_policy_keys=True,
+    extra_policy_keys=frozenset(),
+    typed_inequivalence_text=False,
+    inject_default_queue_type=False,
+    transient_nonexclusive_queues=True,
+    classic_queue_arguments=_CLASSIC_ARGS,
+    quorum_queue_arguments=_QUORUM_ARGS,
+    stream_queue_arguments=_STREAM_ARGS,
+)
+_P312: Final = replace(_P310, name="3.12", server_version="3.12.14", queue_type_apply_to=True)
+_P313: Final = replace(
+    _P312,
+    name="3.13",
+    server_version="3.13.7",
+    last_death_headers=True,
+    keep_cc_with_dlrk=True,
+    client_x_death="parse",
+    x_death_mc_order=True,
+    normalise_expiration=True,
+    delivery_count_header_from_zero=False,
+    operator_policy_keys=_OPERATOR_KEYS_313,
+    unsupported_qq_policy_keys=_UNSUPPORTED_QQ | {"single-active-consumer"},
+    stream_queue_arguments=(*_STREAM_ARGS, "x-stream-filter-size-bytes"),
+)
+_P40: Final = replace(
+    _P313,
+    name="4.0",
+    server_version="4.0.0",
+    client_x_death="ignore",
+    delivery_limit_default=20,
+    delivery_limit_counter="acquired",
+    negative_delivery_limit_unlimited=True,
+    ha_policy_keys=False,
+    extra_policy_keys=frozenset({"target-group-size"}),
+    unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
+    inject_default_queue_type=True,
+    classic_queue_arguments=(*_CLASSIC_ARGS, "x-queue-leader-locator"),
+    quorum_queue_arguments=(*_QUORUM_ARGS, "x-quorum-target-group-size"),
+)
+_P43: Final = replace(
+    _P40,
+    name="4.3",
+    server_version="4.3.0",
+    delivery_limit_counter="failed",
+    acquired_count_header=True,
+    # Permitted on purpose (docs/compatibility.md): RabbitMQ gates this deprecated feature by node
+    # configuration (``deprecated_features.permit.transient_nonexcl_queues``), and test suites declare such
+    # queues everywhere.
+    transient_nonexclusive_queues=True,
+)
+
+# requested major.minor -> (family profile, announced server version)
+_VERSIONS: Final[dict[str, tuple[Profile, str]]] = {
+    "3.10": (_P310, "3.10.8"),
+    "3.11": (_P310, "3.11.0"),
+    "3.12": (_P312, "3.12.14"),
+    "3.13": (_P313, "3.13.7"),
+    "4.0": (_P40, "4.0.0"),
+    "4.1": (_P40, "4.1.0"),
+    "4.2": (_P40, "4.2.0"),
+    "4.3": (_P43, "4.3.0"),
+}
+#: The versions :func:`get_profile` accepts (any earlier 3.x maps to the 3.10 profile too).
+ACCEPTED_VERSIONS: Final = tuple(_VERSIONS)
+_NEWEST: Final = "4.3"
+_VERSION_RE: Final = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
+
+
+def get_profile(version: str | None = None) -> Profile:
+    """The profile for a RabbitMQ version: ``"3.12"``, ``"4.1"``, ``"3.13.7"`` …; ``None`` means the newest.
+
+    A patch number is accepted and ignored. Any 3.x older than 3.10 gets the 3.10 profile. Anything else
+    raises ``ValueError`` listing the accepted versions.
+    """
+    if version is None:
+        version = _NEWEST
+    m = _VERSION_RE.fullmatch(version.strip())
+    if m is not None:
+        major, minor = int(m.group(1)), int(m.group(2))
+        key = f"{major}.{minor}"
+        if key in _VERSIONS:
+            profile, server_version = _VERSIONS[key]
+            return replace(profile, name=key, server_version=server_version)
+        if major == 3 and minor < 10:
+            return replace(_P310, name=key, server_version=f"{key}.0")
+    raise ValueError(
+        f"unsupported RabbitMQ version {version!r}; accepted: {', '.join(ACCEPTED_VERSIONS)} "
+        "(or any earlier 3.x, treated as 3.10)"
+    )

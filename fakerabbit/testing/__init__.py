@@ -1,0 +1,1 @@
+"""Helpers for tests that use fakerabbit: snapshots, x-death views and assertions."""

@@ -1,0 +1,169 @@
+"""Version profiles (architecture.md "Version profiles"; spec version legend and the per-rule version notes)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fakerabbit.broker.profile import ACCEPTED_VERSIONS, Profile, get_profile
+
+
+def test_default_is_newest() -> None:
+    assert get_profile(None).name == "4.3"
+    assert get_profile().server_version == "4.3.0"
+
+
+@pytest.mark.parametrize(
+    ("version", "name", "server_version"),
+    [
+        ("3.10", "3.10", "3.10.8"),
+        ("3.11", "3.11", "3.11.0"),
+        ("3.12", "3.12", "3.12.14"),
+        ("3.13", "3.13", "3.13.7"),
+        ("4.0", "4.0", "4.0.0"),
+        ("4.1", "4.1", "4.1.0"),
+        ("4.2", "4.2", "4.2.0"),
+        ("4.3", "4.3", "4.3.0"),
+        ("3.13.7", "3.13", "3.13.7"),  # a patch number is ignored
+        (" 4.2 ", "4.2", "4.2.0"),
+        ("3.9", "3.9", "3.9.0"),  # any earlier 3.x: the 3.10 rules
+    ],
+)
+def test_accepted_versions(version: str, name: str, server_version: str) -> None:
+    p = get_profile(version)
+    assert (p.name, p.server_version) == (name, server_version)
+
+
+@pytest.mark.parametrize("bad", ["5.0", "2.8", "3", "latest", "", "4.4", "3.14"])
+def test_unknown_version(bad: str) -> None:
+    with pytest.raises(ValueError, match="accepted: 3.10, 3.11, 3.12, 3.13, 4.0, 4.1, 4.2, 4.3"):
+        get_profile(bad)
+
+
+def test_accepted_list() -> None:
+    assert ACCEPTED_VERSIONS == ("3.10", "3.11", "3.12", "3.13", "4.0", "4.1", "4.2", "4.3")
+
+
+def _same_rules(a: Profile, b: Profile) -> bool:
+    skip = {"name", "server_version"}
+    return all(
+        getattr(a, f.name) == getattr(b, f.name) for f in dataclasses.fields(Profile) if f.name not in skip
+    )
+
+
+def test_families() -> None:
+    assert _same_rules(get_profile("3.10"), get_profile("3.11"))
+    assert _same_rules(get_profile("3.10"), get_profile("3.1"))
+    assert _same_rules(get_profile("4.0"), get_profile("4.1"))
+    assert _same_rules(get_profile("4.0"), get_profile("4.2"))
+    assert not _same_rules(get_profile("4.2"), get_profile("4.3"))
+    assert not _same_rules(get_profile("3.10"), get_profile("3.12"))
+
+
+def test_profile_is_frozen() -> None:
+    p = get_profile("4.0")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.name = "x"  # type: ignore[misc]
+
+
+def test_dead_letter_switches() -> None:
+    # XF-2 x-last-death-* and DM-3 CC kept with a DLRK: 3.13+. DM-1 expiration normalisation: MC (3.13+).
+    # XD-2 MC field order: 3.13+.
+    for v in ("3.10", "3.12"):
+        p = get_profile(v)
+        assert not p.last_death_headers and not p.keep_cc_with_dlrk
+        assert not p.normalise_expiration and not p.x_death_mc_order
+    for v in ("3.13", "4.0", "4.2", "4.3"):
+        p = get_profile(v)
+        assert p.last_death_headers and p.keep_cc_with_dlrk
+        assert p.normalise_expiration and p.x_death_mc_order
+    # G: XR-3 edit (≤3.12), XR-2 parse (3.13), XR-1 ignore (4.x)
+    assert [get_profile(v).client_x_death for v in ("3.10", "3.12", "3.13", "4.0", "4.3")] == [
+        "edit",
+        "edit",
+        "parse",
+        "ignore",
+        "ignore",
+    ]
+
+
+def test_delivery_limit_switches() -> None:
+    # DLIM-2: no default ≤3.13, 20 in 4.x
+    assert get_profile("3.12").delivery_limit_default is None
+    assert get_profile("3.13").delivery_limit_default is None
+    assert get_profile("4.0").delivery_limit_default == 20
+    assert get_profile("4.3").delivery_limit_default == 20
+    # DLIM-3: returns (≤3.13), acquired (4.0-4.2), failed (4.3+)
+    assert get_profile("3.13").delivery_limit_counter == "returns"
+    assert get_profile("4.2").delivery_limit_counter == "acquired"
+    assert get_profile("4.3").delivery_limit_counter == "failed"
+    # DLIM-4: x-acquired-count from 4.3
+    assert not get_profile("4.2").acquired_count_header
+    assert get_profile("4.3").acquired_count_header
+    # DLIM-4: x-delivery-count present as 0 on the first delivery on the live 3.10.8 (2026-11-21)
+    assert get_profile("3.10").delivery_count_header_from_zero
+    assert not get_profile("3.13").delivery_count_header_from_zero
+    # DLIM-1: negative = unlimited (4.x)
+    assert not get_profile("3.13").negative_delivery_limit_unlimited
+    assert get_profile("4.0").negative_delivery_limit_unlimited
+
+
+def test_operator_policy_keys() -> None:
+    seven = {
+        "expires",
+        "message-ttl",
+        "max-length",
+        "max-length-bytes",
+        "max-in-memory-length",
+        "max-in-memory-bytes",
+        "delivery-limit",
+    }
+    # POL-3: 3.12 had seven keys (and so had the live 3.10.8, 2026-11-21); 3.13 added queue-version, overflow
+    assert get_profile("3.10").operator_policy_keys == seven
+    assert get_profile("3.12").operator_policy_keys == seven
+    assert get_profile("3.13").operator_policy_keys == seven | {"queue-version", "overflow"}
+    assert get_profile("4.3").operator_policy_keys == seven | {"queue-version", "overflow"}
+
+
+def test_unsupported_policy_keys() -> None:
+    # POL-2
+    p = get_profile("4.0")
+    assert {"delivery-limit", "dead-letter-strategy", "max-in-memory-length", "max-age"} <= (
+        p.unsupported_classic_policy_keys
+    )
+    assert {"max-priority", "queue-mode", "ha-mode", "queue-master-locator", "max-age"} <= (
+        p.unsupported_qq_policy_keys
+    )
+    assert "single-active-consumer" in get_profile("3.13").unsupported_qq_policy_keys
+    assert "single-active-consumer" not in get_profile("3.12").unsupported_qq_policy_keys
+
+
+def test_inequivalence_rendering_is_never_fully_typed() -> None:
+    # rabbit_misc:assert_args_equivalence1/4 strips the types when both values are present, in every version
+    # (the live 3.10.8 and the 3.13/4.x source agree): the switch exists but is off everywhere.
+    assert not any(get_profile(v).typed_inequivalence_text for v in ACCEPTED_VERSIONS)
+
+
+def test_declare_switches() -> None:
+    assert not get_profile("3.13").inject_default_queue_type
+    assert get_profile("4.0").inject_default_queue_type
+    assert get_profile("3.12").transient_nonexclusive_queues
+    assert "x-queue-leader-locator" not in get_profile("3.13").classic_queue_arguments
+    assert "x-queue-leader-locator" in get_profile("4.0").classic_queue_arguments
+    assert "x-stream-filter-size-bytes" in get_profile("3.13").stream_queue_arguments
+    assert "x-stream-filter-size-bytes" not in get_profile("3.10").stream_queue_arguments
+    assert get_profile("3.10").classic_queue_arguments[:4] == (
+        "x-expires",
+        "x-message-ttl",
+        "x-dead-letter-exchange",
+        "x-dead-letter-routing-key",
+    )
+
+
+def test_policy_switches() -> None:
+    assert not get_profile("3.10").queue_type_apply_to
+    assert get_profile("3.12").queue_type_apply_to
+    assert get_profile("3.13").ha_policy_keys
+    assert not get_profile("4.0").ha_policy_keys
+    assert get_profile("4.0").extra_policy_keys == {"target-group-size"}
