@@ -248,6 +248,8 @@ def _exact(a: Any, b: Any) -> bool:
         return False
     if isinstance(a, tuple | list):
         return len(a) == len(b) and all(_exact(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, _Typed):
+        return a.type == b.type and _exact(a.value, b.value)
     return bool(a == b)
 
 
@@ -289,16 +291,12 @@ def _field_equivalence(current: Any, new: Any, rs: str, key: str) -> None:
         return
     classic = _Typed("longstr", b"classic")
     if key == "x-queue-type" and (
-        (current is None and _exact_typed(new, classic)) or (new is None and _exact_typed(current, classic))
+        (current is None and _exact(new, classic)) or (new is None and _exact(current, classic))
     ):
         return
     raise errors.PreconditionFailed(
         f"inequivalent arg '{key}' for {rs}: received {_val(new)} but current is {_val(current)}"
     )
-
-
-def _exact_typed(a: Any, b: _Typed) -> bool:
-    return isinstance(a, _Typed) and a.type == b.type and _exact(a.value, b.value)
 
 
 def _args_equivalence(current: Table, new: Table, rs: str, keys: Iterable[str], typed: bool) -> None:
