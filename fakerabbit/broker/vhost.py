@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.arguments import (
+    augment_declare_args,
     check_exchange_equivalence,
     check_queue_equivalence,
+    validate_new_exchange,
     validate_new_queue,
 )
 from fakerabbit.broker.exchange import Binding, Exchange, ExchangeType
@@ -125,6 +127,7 @@ class Vhost:
                 profile=self.broker.profile,
             )
             return existing
+        validate_new_exchange(name, self.name, arguments)
         x = Exchange(name, type_, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments)
         self.exchanges[name] = x
         self.broker.events.emit("exchange-declared", None, exchange=name)
@@ -241,6 +244,8 @@ class Vhost:
                 new_auto_delete=auto_delete,
                 new_args=arguments,
                 profile=self.broker.profile,
+                exclusive=q.exclusive_owner is not None,
+                new_exclusive=exclusive,
             )
             q.touch()
             return q
@@ -258,6 +263,7 @@ class Vhost:
             if dlx is not None:
                 auth.check(conn.user, self.name, "read", "queue", name)
                 auth.check(conn.user, self.name, "write", "exchange", str(dlx[1]))
+        arguments = augment_declare_args(arguments, profile=self.broker.profile)
         queue_type = validate_new_queue(
             name,
             self.name,
@@ -361,7 +367,9 @@ class Vhost:
         ae = x.alternate_exchange
         if ae is not None:
             return ae
-        policy = select_policy(self.policies.values(), x.name, None, kind="exchange", profile=self.broker.profile)
+        policy = select_policy(
+            self.policies.values(), x.name, None, kind="exchange", vhost=self.name, profile=self.broker.profile
+        )
         value = policy.definition.get("alternate-exchange") if policy is not None else None
         return value if isinstance(value, str) else None
 
@@ -400,8 +408,17 @@ class Vhost:
 
     # -- policies -------------------------------------------------------------------------------------------
     def _apply_policies(self, q: Queue) -> None:
-        pol = select_policy(self.policies.values(), q.name, q.queue_type, kind="queue", profile=self.broker.profile)
-        op = select_policy(self.operator_policies.values(), q.name, q.queue_type, kind="queue", profile=self.broker.profile)
+        pol = select_policy(
+            self.policies.values(), q.name, q.queue_type, kind="queue", vhost=self.name, profile=self.broker.profile
+        )
+        op = select_policy(
+            self.operator_policies.values(),
+            q.name,
+            q.queue_type,
+            kind="queue",
+            vhost=self.name,
+            profile=self.broker.profile,
+        )
         q.policy_name = pol.name if pol is not None else None
         q.operator_policy_name = op.name if op is not None else None
         settings = effective_settings(q.queue_type, q.arguments, pol, op, self.broker.profile)

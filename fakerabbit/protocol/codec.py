@@ -91,6 +91,9 @@ _ERRATA_CLOSE_TEXT_LIMIT = 255
 
 def reply_text(text: str) -> str:
     """Reply texts are shortstrs: cut to 255 bytes without splitting a UTF-8 sequence."""
+    # RabbitMQ keeps the first 252 characters and appends "..." (verified on 3.10.8).
+    if len(text) > _ERRATA_CLOSE_TEXT_LIMIT:
+        text = text[:252] + "..."
     raw = text.encode("utf-8")
     if len(raw) <= _ERRATA_CLOSE_TEXT_LIMIT:
         return text
