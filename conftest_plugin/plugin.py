@@ -1,1 +1,353 @@
-"""pytest plugin: fixtures for fakerabbit (being written)."""
+"""The fakerabbit pytest plugin, registered through the ``pytest11`` entry point: installing is enough.
+
+Fixtures: ``fakerabbit`` (a running :class:`~fakerabbit.FakeRabbit`, reset before each test), ``fakerabbit_url``
+and ``fakerabbit_clock``. One server is started per session (per pytest-xdist worker) the first time a test
+asks for it; a test whose ``@pytest.mark.fakerabbit(...)`` needs another RabbitMQ version, other users, vhosts
+or clock gets a server of its own, kept for later tests with the same settings.
+
+With ``--fakerabbit-url amqp://...`` the same tests run against a real RabbitMQ (see :mod:`conftest_plugin.real`).
+See ``docs/pytest.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from fakerabbit.clock import SystemClock, VirtualClock
+from fakerabbit.server import FakeRabbit
+
+__all__ = ["FakeRabbitSession", "FakeRabbitSettings"]
+
+MARKER = "fakerabbit"
+MARKER_HELP = (
+    "fakerabbit(rabbitmq_version=None, users=None, vhosts=None, start_time=None, clock=None, "
+    "dead_lettering=True, check_problems=None, fake_only=False): configure the fakerabbit fixture for one test"
+)
+_MARKER_KEYS = frozenset(
+    {"rabbitmq_version", "users", "vhosts", "start_time", "clock", "dead_lettering", "check_problems", "fake_only"}
+)
+_STASH = pytest.StashKey["FakeRabbitSession"]()
+
+
+class MarkerError(ValueError):
+    """A ``@pytest.mark.fakerabbit(...)`` the plugin cannot use."""
+
+
+# ======================================================================================================
+# options
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fakerabbit", "fakerabbit: a fake RabbitMQ for tests")
+    group.addoption(
+        "--fakerabbit-url",
+        default=None,
+        metavar="URL",
+        help="run the tests against this real RabbitMQ (amqp://user:pass@host:port/vhost) instead of the fake",
+    )
+    group.addoption(
+        "--fakerabbit-real-wait",
+        action="store_true",
+        default=None,
+        help="against a real RabbitMQ, let clock.advance(s) sleep s seconds instead of skipping the test",
+    )
+    group.addoption("--fakerabbit-version", default=None, metavar="X.Y", help="RabbitMQ version the fake behaves like")
+    group.addoption(
+        "--fakerabbit-start-time",
+        default=None,
+        metavar="ISO8601",
+        help="where the virtual clock starts for every test (default: the real time when the test starts)",
+    )
+    group.addoption(
+        "--fakerabbit-ignore-problems",
+        action="store_true",
+        default=None,
+        help="do not fail tests in which a client hit an unsupported feature or broke the protocol",
+    )
+    parser.addini("fakerabbit_url", "like --fakerabbit-url", default="")
+    parser.addini("fakerabbit_real_wait", "like --fakerabbit-real-wait", type="bool", default=False)
+    parser.addini("fakerabbit_rabbitmq_version", "like --fakerabbit-version", default="")
+    parser.addini("fakerabbit_start_time", "like --fakerabbit-start-time", default="")
+    parser.addini(
+        "fakerabbit_users", "users of the fake, one 'name:password' per line (default guest:guest)", type="linelist"
+    )
+    parser.addini("fakerabbit_vhosts", "vhosts of the fake, one per line (default /)", type="linelist")
+    parser.addini("fakerabbit_clock", "'virtual' (default) or 'system'", default="virtual")
+    parser.addini(
+        "fakerabbit_check_problems",
+        "fail tests in which a client hit an unsupported feature or broke the protocol",
+        type="bool",
+        default=True,
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    config.stash[_STASH] = FakeRabbitSession(FakeRabbitSettings.from_config(config))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(_STASH, None)
+    if session is not None:
+        session.close()
+
+
+# ======================================================================================================
+# settings
+
+
+def _parse_time(value: datetime | str | None) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    parsed = datetime.fromisoformat(text)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _parse_users(lines: Iterable[str]) -> dict[str, str] | None:
+    users: dict[str, str] = {}
+    for line in lines:
+        name, sep, password = line.partition(":")
+        if not sep:
+            raise pytest.UsageError(f"fakerabbit_users: expected 'name:password', got {line!r}")
+        users[name] = password
+    return users or None
+
+
+@dataclass(frozen=True, slots=True)
+class FakeRabbitSettings:
+    """How one test's ``fakerabbit`` is set up: the session defaults, overridden by the test's marker."""
+
+    rabbitmq_version: str | None = None
+    users: tuple[tuple[str, str], ...] = (("guest", "guest"),)
+    vhosts: tuple[str, ...] = ("/",)
+    clock: str = "virtual"
+    dead_lettering: bool = True
+    start_time: datetime | None = None
+    check_problems: bool = True
+    fake_only: bool = False
+    real_url: str | None = None
+    real_wait: bool = False
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> FakeRabbitSettings:
+        def opt(name: str, ini: str) -> Any:
+            value = config.getoption(name)
+            return value if value is not None else config.getini(ini)
+
+        users = _parse_users(config.getini("fakerabbit_users"))
+        vhosts = tuple(config.getini("fakerabbit_vhosts")) or ("/",)
+        clock = str(config.getini("fakerabbit_clock") or "virtual")
+        if clock not in ("virtual", "system"):
+            raise pytest.UsageError(f"fakerabbit_clock must be 'virtual' or 'system', not {clock!r}")
+        ignore = config.getoption("fakerabbit_ignore_problems")
+        return cls(
+            rabbitmq_version=opt("fakerabbit_version", "fakerabbit_rabbitmq_version") or None,
+            users=tuple(users.items()) if users else (("guest", "guest"),),
+            vhosts=vhosts,
+            clock=clock,
+            start_time=_parse_time(opt("fakerabbit_start_time", "fakerabbit_start_time")),
+            check_problems=False if ignore else bool(config.getini("fakerabbit_check_problems")),
+            real_url=opt("fakerabbit_url", "fakerabbit_url") or None,
+            real_wait=bool(opt("fakerabbit_real_wait", "fakerabbit_real_wait")),
+        )
+
+    def with_marker(self, kwargs: Mapping[str, Any]) -> FakeRabbitSettings:
+        """These settings, overridden by a ``@pytest.mark.fakerabbit(...)``'s keyword arguments."""
+        unknown = set(kwargs) - _MARKER_KEYS
+        if unknown:
+            raise MarkerError(
+                f"@pytest.mark.fakerabbit: unknown argument(s) {sorted(unknown)}; expected {sorted(_MARKER_KEYS)}"
+            )
+        changes: dict[str, Any] = {}
+        for key, value in kwargs.items():
+            if value is None:
+                continue
+            if key == "users":
+                changes[key] = tuple(dict(value).items())
+            elif key == "vhosts":
+                changes[key] = (value,) if isinstance(value, str) else tuple(value)
+            elif key == "start_time":
+                try:
+                    changes[key] = _parse_time(value)
+                except ValueError as exc:
+                    raise MarkerError(f"@pytest.mark.fakerabbit: start_time {value!r}: {exc}") from None
+            elif key == "clock":
+                if value not in ("virtual", "system"):
+                    raise MarkerError(f"@pytest.mark.fakerabbit: clock must be 'virtual' or 'system', not {value!r}")
+                changes[key] = value
+            elif key == "rabbitmq_version":
+                changes[key] = str(value)
+            else:
+                changes[key] = bool(value)
+        return _replace(self, changes)
+
+    @property
+    def server_key(self) -> tuple[Any, ...]:
+        """Tests with equal keys can share a server (start time and problem checks are per test)."""
+        return (self.rabbitmq_version, self.users, self.vhosts, self.clock, self.dead_lettering)
+
+
+def _replace(s: FakeRabbitSettings, changes: dict[str, Any]) -> FakeRabbitSettings:
+    values = {name: getattr(s, name) for name in FakeRabbitSettings.__slots__}
+    values.update(changes)
+    return FakeRabbitSettings(**values)
+
+
+def settings_for(item: pytest.Item) -> FakeRabbitSettings:
+    """The effective settings of ``item``: session defaults, then markers from the outermost to the closest."""
+    base = item.config.stash[_STASH].defaults
+    for mark in reversed(list(item.iter_markers(MARKER))):
+        if mark.args:
+            raise MarkerError("@pytest.mark.fakerabbit takes keyword arguments only")
+        base = base.with_marker(mark.kwargs)
+    return base
+
+
+# ======================================================================================================
+# servers
+
+
+@dataclass
+class FakeRabbitSession:
+    """The servers of one pytest session (or xdist worker), started on first use, stopped at the end."""
+
+    defaults: FakeRabbitSettings
+    servers: dict[tuple[Any, ...], FakeRabbit] = field(default_factory=dict)
+    real: Any = None  # conftest_plugin.real.RealRabbit, created on first use
+
+    def server(self, settings: FakeRabbitSettings) -> FakeRabbit:
+        """A running server for ``settings`` (shared by tests with the same :attr:`~FakeRabbitSettings.server_key`)."""
+        key = settings.server_key
+        rabbit = self.servers.get(key)
+        if rabbit is None:
+            rabbit = FakeRabbit(
+                users=dict(settings.users),
+                vhosts=settings.vhosts,
+                clock=settings.clock,
+                rabbitmq_version=settings.rabbitmq_version,
+                dead_lettering=settings.dead_lettering,
+                start_time=settings.start_time,
+            ).start()
+            self.servers[key] = rabbit
+        return rabbit
+
+    def real_rabbit(self) -> Any:
+        if self.real is None:
+            from conftest_plugin.proxy import RecordingProxy
+            from conftest_plugin.real import RealRabbit
+            from conftest_plugin.wire import AmqpUrl, MiniClient
+
+            url = self.defaults.real_url
+            assert url is not None
+            target = AmqpUrl.parse(url)
+            with MiniClient(target) as c:
+                version = c.server_version
+            proxy = None if target.tls else RecordingProxy(target.host, target.port).start()
+            self.real = RealRabbit(target, proxy, wait=self.defaults.real_wait, server_version=version)
+        return self.real
+
+    def close(self) -> None:
+        for rabbit in self.servers.values():
+            rabbit.stop()
+        self.servers.clear()
+        if self.real is not None and self.real.proxy is not None:
+            self.real.proxy.stop()
+        self.real = None
+
+
+def reset_for_test(rabbit: FakeRabbit, start_time: datetime | None) -> None:
+    """Everything back to a fresh node (connections, topology, messages, policies, events, problems, clock)."""
+    rabbit.reset()
+    if start_time is not None and isinstance(rabbit.clock, VirtualClock):
+        rabbit.clock.reset(start_time)
+
+
+def _problems_message(problems: list[str]) -> str:
+    lines = "\n".join(f"  - {p}" for p in problems)
+    return (
+        f"fakerabbit: {len(problems)} problem(s) during the test (a feature fakerabbit does not support, or a "
+        f"client protocol violation):\n{lines}\n"
+        "Opt out for one test with @pytest.mark.fakerabbit(check_problems=False), for the run with "
+        "--fakerabbit-ignore-problems, or call fakerabbit.clear_problems() after provoking one on purpose."
+    )
+
+
+# ======================================================================================================
+# fixtures
+
+
+@pytest.fixture
+def fakerabbit(request: pytest.FixtureRequest) -> Iterator[FakeRabbit]:
+    """A running :class:`~fakerabbit.FakeRabbit`, fresh for this test (function scope).
+
+    The server itself lives for the whole session (per xdist worker); before each test every connection is
+    dropped and all state is reset. Configure with ``@pytest.mark.fakerabbit(...)``. With ``--fakerabbit-url``
+    this is a :class:`conftest_plugin.real.RealRabbit` for a real broker instead.
+    """
+    try:
+        settings = settings_for(request.node)
+    except MarkerError as exc:
+        problem = str(exc)
+    else:
+        problem = ""
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    session = request.config.stash[_STASH]
+    if settings.real_url is not None:
+        yield from _real(session, settings)
+        return
+    rabbit = session.server(settings)
+    reset_for_test(rabbit, settings.start_time)
+    yield rabbit
+    if settings.check_problems:
+        problems = rabbit.clear_problems()
+        if problems:
+            pytest.fail(_problems_message(problems), pytrace=False)
+
+
+def _real(session: FakeRabbitSession, settings: FakeRabbitSettings) -> Iterator[Any]:
+    if settings.fake_only:
+        pytest.skip("marked fake_only: needs fakerabbit; this run uses a real RabbitMQ (--fakerabbit-url)")
+    defaults = session.defaults
+    if settings.users != defaults.users or settings.vhosts != defaults.vhosts:
+        pytest.skip("needs users or vhosts of its own (@pytest.mark.fakerabbit); not set up on a real RabbitMQ")
+    if settings.clock != defaults.clock:
+        pytest.skip("asks for a specific clock (@pytest.mark.fakerabbit(clock=...)); a real RabbitMQ has its own")
+    real = session.real_rabbit()
+    wanted = settings.rabbitmq_version
+    if wanted is not None and not _same_minor(wanted, real.rabbitmq_version):
+        pytest.skip(f"expects RabbitMQ {wanted} behaviour; the real broker is {real.rabbitmq_version}")
+    if real.proxy is not None:
+        real.proxy.take_declared()  # forget anything declared between tests
+    try:
+        yield real
+    finally:
+        failures = real.cleanup()
+        if failures:
+            pytest.fail("fakerabbit could not clean up on the real RabbitMQ:\n  - " + "\n  - ".join(failures))
+
+
+def _same_minor(a: str, b: str) -> bool:
+    return a.split(".")[:2] == b.split(".")[:2]
+
+
+@pytest.fixture
+def fakerabbit_url(fakerabbit: FakeRabbit) -> str:
+    """``fakerabbit.url``: the AMQP URL to connect to (``amqp://guest:guest@127.0.0.1:<port>/%2F``)."""
+    return fakerabbit.url
+
+
+@pytest.fixture
+def fakerabbit_clock(fakerabbit: FakeRabbit) -> VirtualClock | SystemClock:
+    """``fakerabbit.clock``: the :class:`~fakerabbit.VirtualClock` the broker's time comes from."""
+    return fakerabbit.clock

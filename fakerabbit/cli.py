@@ -1,13 +1,21 @@
-"""``fakerabbit serve``: run a fake RabbitMQ as a process (also ``python -m fakerabbit serve``)."""
+"""``fakerabbit serve``: run a fake RabbitMQ as a process (also ``python -m fakerabbit serve``), with the
+management HTTP API on port 15672; ``fakerabbit ctl``: rabbitmqctl-style commands against that API."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import errno
+import json
 import signal
 import sys
 
+from fakerabbit.broker.errors import AMQPError
+from fakerabbit.broker.policy import PolicyError
+from fakerabbit.management import ManagementListenError
+from fakerabbit.management.ctl import add_ctl_parser
+from fakerabbit.management.ctl import run as run_ctl
+from fakerabbit.management.definitions import DefinitionsError, describe_error, import_definitions
 from fakerabbit.server import FakeRabbit
 
 
@@ -35,11 +43,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="a user (repeatable)",
     )
     serve.add_argument("--vhost", action="append", default=None, metavar="NAME", help="a vhost (repeatable)")
+    serve.add_argument(
+        "--management-port",
+        type=int,
+        default=15672,
+        metavar="PORT",
+        help="port of the RabbitMQ-compatible management HTTP API (default 15672; 0 picks a free one)",
+    )
+    serve.add_argument("--no-management", action="store_true", help="do not serve the management HTTP API")
+    serve.add_argument(
+        "--definitions",
+        default=None,
+        metavar="FILE.json",
+        help="import RabbitMQ definitions (exported JSON) at start, like RabbitMQ's load_definitions",
+    )
+    add_ctl_parser(sub)
     return parser
+
+
+def _load_definitions(path: str) -> object:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 async def _serve(args: argparse.Namespace) -> int:
     users = dict(args.user) if args.user else {"guest": "guest"}
+    definitions = None
+    if args.definitions is not None:
+        try:
+            definitions = _load_definitions(args.definitions)
+        except (OSError, ValueError) as exc:
+            print(f"fakerabbit: cannot read definitions from {args.definitions}: {exc}", file=sys.stderr)
+            return 1
     rabbit = FakeRabbit(
         args.host,
         args.port,
@@ -47,19 +82,32 @@ async def _serve(args: argparse.Namespace) -> int:
         vhosts=args.vhost or ["/"],
         clock=args.clock,
         rabbitmq_version=args.rabbitmq_version,
+        management=not args.no_management,
+        management_port=args.management_port,
     )
     try:
         await rabbit.start_async()
     except OSError as exc:
+        address = exc.address if isinstance(exc, ManagementListenError) else f"{args.host}:{args.port}"
         if exc.errno == errno.EADDRINUSE:
-            print(f"fakerabbit: {args.host}:{args.port} is already in use", file=sys.stderr)
+            print(f"fakerabbit: {address} is already in use", file=sys.stderr)
         else:
-            print(f"fakerabbit: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
+            print(f"fakerabbit: cannot listen on {address}: {exc.strerror}", file=sys.stderr)
         return 1
+    if definitions is not None:
+        try:
+            import_definitions(rabbit.broker, definitions)
+        except (DefinitionsError, PolicyError, AMQPError) as exc:
+            reason = describe_error(exc).strip().replace("\n\n", ": ")
+            print(f"fakerabbit: cannot load definitions from {args.definitions}: {reason}", file=sys.stderr)
+            await rabbit.stop_async()
+            return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if rabbit.management is not None:
+        print(f"fakerabbit: management API on {rabbit.management_url}/api/", flush=True)
     print(f"fakerabbit: accepting AMQP connections on {rabbit.url}", flush=True)
     await stop.wait()
     await rabbit.stop_async()
@@ -74,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"fakerabbit: {exc}", file=sys.stderr)
             return 2
+    if args.command == "ctl":
+        return run_ctl(args)
     return 2
 
 

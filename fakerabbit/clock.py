@@ -1,23 +1,113 @@
 """Clocks: where the broker's time comes from.
 
 The broker only ever asks a :class:`Clock` for the time (integer milliseconds since the Unix epoch) and to
-schedule callbacks. :class:`VirtualClock` moves only when a test tells it to; :class:`SystemClock` follows real
-time on the server's event loop.
+schedule callbacks. Three clocks:
+
+* :class:`VirtualClock` (the default) stands still until the test moves it with :meth:`~VirtualClock.advance`
+  or :meth:`~VirtualClock.advance_to`.
+* :class:`FollowingClock` (``FakeRabbit(clock="frozen")``) follows ``time.time()`` as the test's time library
+  reports it (freezegun, time-machine); timers fall due when the test moves that time.
+* :class:`SystemClock` (``clock="system"``) is real time, with timers on the server's event loop.
+
+fakerabbit's own I/O (the event loop it runs on in a thread, heartbeats) always uses :func:`real_monotonic`,
+which neither freezegun nor time-machine can patch: see ``docs/clock.md``.
 """
 
 from __future__ import annotations
 
+import calendar
+import contextlib
+import functools
 import heapq
 import itertools
+import sys
 import threading
 import time as _time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
-# Captured at import so that freezegun / time-machine patching ``time`` never stalls fakerabbit's own I/O.
-_real_time = _time.time
-_real_monotonic = _time.monotonic
+__all__ = [
+    "Clock",
+    "FollowingClock",
+    "SystemClock",
+    "TimerHandle",
+    "VirtualClock",
+    "followed_time",
+    "real_monotonic",
+    "real_time",
+    "use_real_time",
+]
+
+
+# ======================================================================================================
+# Real time that freezegun and time-machine cannot reach.
+#
+# freezegun replaces ``time.monotonic`` / ``time.time`` and also every *module attribute* of any loaded module
+# that is identical to the original functions (so ``_monotonic = time.monotonic`` captured at import would be
+# patched too). It does not patch ``time.clock_gettime``, and it never looks inside ``functools.partial``
+# objects. time-machine patches the C functions behind ``time.time`` and ``clock_gettime(CLOCK_REALTIME)``, but
+# never monotonic clocks.
+
+
+def _capture_monotonic() -> Callable[[], float]:
+    gettime = getattr(_time, "clock_gettime", None)
+    clock_id = getattr(_time, "CLOCK_MONOTONIC", None)
+    if gettime is not None and clock_id is not None:
+        return functools.partial(gettime, clock_id)
+    freezegun_api = sys.modules.get("freezegun.api")  # imported while frozen: take freezegun's saved original
+    original = getattr(freezegun_api, "real_monotonic", None) or _time.monotonic
+    return functools.partial(original)
+
+
+def _capture_realtime() -> Callable[[], float]:
+    gettime = getattr(_time, "clock_gettime", None)
+    clock_id = getattr(_time, "CLOCK_REALTIME", None)
+    if gettime is not None and clock_id is not None:
+        return functools.partial(gettime, clock_id)
+    freezegun_api = sys.modules.get("freezegun.api")
+    original = getattr(freezegun_api, "real_time", None) or _time.time
+    return functools.partial(original)
+
+
+#: Seconds from an arbitrary origin, never frozen or shifted by freezegun / time-machine.
+real_monotonic: Callable[[], float] = _capture_monotonic()
+_realtime: Callable[[], float] = _capture_realtime()
+
+
+def real_time() -> float:
+    """Seconds since the Unix epoch, as the machine's clock says (ignores freezegun and time-machine)."""
+    time_machine = sys.modules.get("time_machine")
+    hatch = getattr(time_machine, "escape_hatch", None)
+    if hatch is not None and hatch.is_travelling():
+        return float(hatch.time.time())
+    return _realtime()
+
+
+def followed_time() -> float:
+    """``time.time()`` as the test sees it: freezegun's frozen time (regardless of its ignore list, which
+    would otherwise hand real time to calls made from some modules), time-machine's, or the real time."""
+    freezegun_api = sys.modules.get("freezegun.api")
+    factories = getattr(freezegun_api, "freeze_factories", None)
+    if factories:
+        frozen = factories[-1]()
+        return float(calendar.timegm(frozen.timetuple()) + frozen.microsecond / 1_000_000)
+    return _time.time()
+
+
+def use_real_time(loop: Any) -> None:
+    """Make a pure-Python asyncio loop keep real time even while freezegun freezes ``time.monotonic``.
+
+    ``BaseEventLoop.time()`` calls ``time.monotonic()``; under ``freeze_time`` (without ``real_asyncio=True``)
+    its timers would never fall due. An instance attribute shadows the method. Loops implemented in C (uvloop)
+    keep their own clock and are left alone.
+    """
+    with contextlib.suppress(AttributeError, TypeError):
+        loop.time = real_monotonic
+
+
+# ======================================================================================================
+# timers
 
 
 class TimerHandle:
@@ -63,96 +153,220 @@ def _dt_to_ms(value: datetime) -> int:
     return round(value.timestamp() * 1000)
 
 
-class VirtualClock:
-    """A clock that stands still until the test moves it.
+def _ms_to_dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
-    ``advance(30)`` fires, in deadline order, every timer due within the next 30 s — including timers those
-    firings schedule — and returns once every consequence (expiry, dead-lettering, deliveries, confirms) has been
-    written to the clients' sockets. It is safe to call from the test's thread while the server runs in its own.
+
+class _TimerClock:
+    """Timers kept in a heap and fired by the test (virtual and following clocks).
+
+    Firing runs on the server's loop (through the runner the server attaches), after the server has processed
+    what clients already sent (``before``) and before it writes what the firings produced (``after``).
     """
 
-    def __init__(self, start: datetime | None = None) -> None:
-        self._now = _dt_to_ms(start) if start is not None else int(_real_time() * 1000)
+    def __init__(self) -> None:
         self._timers: list[TimerHandle] = []
         self._seq = itertools.count()
         self._lock = threading.RLock()
         self._runner: Runner | None = None
         self._before: Callable[[], None] | None = None
         self._after: Callable[[], None] | None = None
+        self._firing_at: int | None = None
+        self._cancelled = 0
 
-    # -- used by the broker ---------------------------------------------------------------------------------
     def now_ms(self) -> int:
-        return self._now
+        raise NotImplementedError
 
     def call_at(self, when_ms: int, fn: Callable[[], None]) -> TimerHandle:
+        """Schedule ``fn`` at ``when_ms`` (used by the broker)."""
         with self._lock:
             handle = TimerHandle(when_ms, fn, next(self._seq))
             heapq.heappush(self._timers, handle)
             return handle
 
     def cancel(self, handle: TimerHandle) -> None:
+        """Cancel a timer. It stays in the heap, skipped when due; the heap is compacted when cancelled timers
+        make up most of it (a queue re-arming its head timer cancels one per change of head)."""
+        if handle.cancelled:
+            return
         handle.cancelled = True
+        with self._lock:
+            self._cancelled += 1
+            if self._cancelled > 256 and 2 * self._cancelled > len(self._timers):
+                self._timers = [t for t in self._timers if not t.cancelled]
+                heapq.heapify(self._timers)
+                self._cancelled = 0
 
-    # -- used by the server -----------------------------------------------------------------------------------
     def attach(
         self, runner: Runner | None, before: Callable[[], None] | None, after: Callable[[], None] | None
     ) -> None:
-        """Let the server marshal :meth:`advance` onto its loop and drain/flush sockets around it."""
+        """Let the server marshal firing onto its loop and drain/flush sockets around it."""
         self._runner, self._before, self._after = runner, before, after
 
-    # -- used by tests ------------------------------------------------------------------------------------------
     def now(self) -> datetime:
-        """The clock's current time, timezone-aware UTC."""
-        return datetime.fromtimestamp(self._now / 1000, tz=UTC)
-
-    def advance(self, seconds: float | timedelta) -> None:
-        """Move time forward by ``seconds`` (a number or a ``timedelta``), firing every timer that falls due."""
-        self._run(self._now + _to_ms(seconds))
-
-    def advance_to(self, when: datetime) -> None:
-        """Move time forward to ``when`` (naive datetimes are UTC); moving backwards is an error."""
-        target = _dt_to_ms(when)
-        if target < self._now:
-            raise ValueError("cannot move a clock backwards")
-        self._run(target)
-
-    def set(self, when: datetime) -> None:
-        """Alias of :meth:`advance_to`."""
-        self.advance_to(when)
+        """The broker's current time, timezone-aware UTC."""
+        return _ms_to_dt(self.now_ms())
 
     def pending(self) -> int:
         """How many timers are scheduled (cancelled ones excluded)."""
-        return sum(1 for t in self._timers if not t.cancelled)
+        with self._lock:
+            return sum(1 for t in self._timers if not t.cancelled)
 
-    def _run(self, target_ms: int) -> None:
+    def next_deadline(self) -> datetime | None:
+        """When the next timer falls due, or None."""
+        with self._lock:
+            live = [t.when_ms for t in self._timers if not t.cancelled]
+        return _ms_to_dt(min(live)) if live else None
+
+    def clear_timers(self) -> None:
+        """Drop every timer (used between tests)."""
+        with self._lock:
+            self._timers.clear()
+            self._cancelled = 0
+
+    # -- firing -------------------------------------------------------------------------------------------------
+    def _run(self, target: Callable[[], int]) -> int:
         if self._runner is not None:
-            self._runner(lambda: self._fire_until(target_ms))
-        else:
-            self._fire_until(target_ms)
+            result = self._runner(lambda: self._fire_until(target))
+            return result if isinstance(result, int) else 0
+        return self._fire_until(target)
 
-    def _fire_until(self, target_ms: int) -> None:
+    def _fire_until(self, target: Callable[[], int]) -> int:
         if self._before is not None:
             self._before()
+        try:
+            return self._fire_due(target())
+        finally:
+            if self._after is not None:
+                self._after()
+
+    def _fire_due(self, target_ms: int) -> int:
+        """Fire, in deadline order, every timer due at ``target_ms`` (including ones the firings schedule).
+        During each callback the clock reads the timer's deadline, as if the broker had run on time."""
+        if self._firing_at is not None:  # re-entered from a callback: the outer loop picks new timers up
+            return 0
+        fired = 0
         try:
             while True:
                 with self._lock:
                     while self._timers and self._timers[0].cancelled:
                         heapq.heappop(self._timers)
+                        self._cancelled = max(0, self._cancelled - 1)
                     if not self._timers or self._timers[0].when_ms > target_ms:
                         break
                     handle = heapq.heappop(self._timers)
-                    self._now = max(self._now, handle.when_ms)
+                    self._firing_at = self._moved_to(handle.when_ms)
                 handle.fn()
-            self._now = max(self._now, target_ms)
+                fired += 1
         finally:
-            if self._after is not None:
-                self._after()
+            self._firing_at = None
+            self._moved_to(target_ms)
+        return fired
+
+    def _moved_to(self, when_ms: int) -> int:
+        """Time reached ``when_ms`` (a deadline, then the target); returns the time callbacks should read."""
+        return when_ms
+
+
+class VirtualClock(_TimerClock):
+    """A clock that stands still until the test moves it.
+
+    ``advance(30)`` fires, in deadline order, every timer due within the next 30 s — including timers those
+    firings schedule — and returns once every consequence (expiry, dead-lettering, deliveries, confirms) has been
+    written to the clients' sockets. Callable from the test's thread while the server runs in its own, and from a
+    coroutine on the loop the server runs on (``async with FakeRabbit()``). Before time moves, the server reads
+    and processes whatever clients have already sent, so a message published just before ``advance()`` is
+    enqueued at the old time.
+    """
+
+    def __init__(self, start: datetime | None = None) -> None:
+        super().__init__()
+        self._now = _dt_to_ms(start) if start is not None else int(real_time() * 1000)
+
+    def now_ms(self) -> int:
+        """The current time in integer milliseconds since the epoch (used by the broker)."""
+        return self._firing_at if self._firing_at is not None else self._now
+
+    def advance(self, seconds: float | timedelta) -> int:
+        """Move time forward by ``seconds`` (a number or a ``timedelta``), firing every timer that falls due.
+
+        Returns how many timers fired.
+        """
+        step = _to_ms(seconds)
+        return self._run(lambda: self._now + step)
+
+    def advance_to(self, when: datetime) -> int:
+        """Move time forward to ``when`` (naive datetimes are UTC); moving backwards is an error."""
+        target = _dt_to_ms(when)
+        if target < self._now:
+            raise ValueError("cannot move a clock backwards")
+        return self._run(lambda: max(target, self._now))
+
+    def set(self, when: datetime) -> int:
+        """Alias of :meth:`advance_to`."""
+        return self.advance_to(when)
+
+    def _moved_to(self, when_ms: int) -> int:
+        self._now = max(self._now, when_ms)
+        return self._now
 
     def reset(self, start: datetime | None = None) -> None:
         """Drop every timer and set the time (used between tests)."""
-        with self._lock:
-            self._timers.clear()
-            self._now = _dt_to_ms(start) if start is not None else int(_real_time() * 1000)
+        self.clear_timers()
+        self._now = _dt_to_ms(start) if start is not None else int(real_time() * 1000)
+
+
+class FollowingClock(_TimerClock):
+    """The broker's time follows ``time.time()`` as the test's time library reports it.
+
+    For tests that freeze or shift time with freezegun or time-machine: the broker's *now* is the patched time
+    (:func:`followed_time`), so a message published under ``freeze_time("2030-01-01")`` is stamped 2030 and a
+    30 s TTL falls due when the test moves frozen time 30 s on. Timers that have fallen due fire:
+
+    * before the broker handles anything a client sends (so ``frozen.tick(30)`` then ``basic_get`` never sees
+      an expired message);
+    * on :meth:`tick`, which fires them and returns once the resulting frames are written to the sockets
+      (use it when the effect is a push, e.g. a dead-lettered message to a waiting consumer);
+    * every ``poll_interval`` real seconds on the server's loop (``None`` turns polling off).
+
+    Timers fire in deadline order and each callback sees its own deadline as *now*, exactly as with
+    :class:`VirtualClock`. The test moves time with its library, never with this clock: :meth:`advance` raises.
+    """
+
+    def __init__(self, source: Callable[[], float] | None = None, *, poll_interval: float | None = 0.01) -> None:
+        super().__init__()
+        self._source = source if source is not None else followed_time
+        self.poll_interval = poll_interval
+
+    def now_ms(self) -> int:
+        """The followed time in integer milliseconds (the firing timer's deadline while it runs)."""
+        if self._firing_at is not None:
+            return self._firing_at
+        return int(self._source() * 1000)
+
+    def tick(self) -> int:
+        """Fire every timer due at the followed time; returns how many fired, once their frames are written."""
+        return self._run(self.now_ms)
+
+    def catch_up(self) -> int:
+        """Fire due timers in place (the server calls this on its loop before handling client data)."""
+        return self._fire_due(self.now_ms())
+
+    def advance(self, seconds: float | timedelta) -> int:
+        """Not available: move time with freezegun / time-machine, then call :meth:`tick`."""
+        raise RuntimeError(
+            "this FakeRabbit follows time.time(): move time with your time library "
+            "(freezegun: frozen.tick(30) / frozen.move_to(...); time-machine: traveller.shift(30)), "
+            "then call rabbit.clock.tick()"
+        )
+
+    def advance_to(self, when: datetime) -> int:
+        """Not available: see :meth:`advance`."""
+        return self.advance(0)
+
+    def reset(self, start: datetime | None = None) -> None:
+        """Drop every timer (used between tests); the time is the test library's."""
+        self.clear_timers()
 
 
 class SystemClock:
@@ -172,12 +386,15 @@ class SystemClock:
         self._schedule, self._unschedule = schedule, unschedule
 
     def now_ms(self) -> int:
-        return int(_real_time() * 1000)
+        """Real time in integer milliseconds since the epoch."""
+        return int(real_time() * 1000)
 
     def now(self) -> datetime:
-        return datetime.fromtimestamp(_real_time(), tz=UTC)
+        """Real time, timezone-aware UTC."""
+        return datetime.fromtimestamp(real_time(), tz=UTC)
 
     def call_at(self, when_ms: int, fn: Callable[[], None]) -> TimerHandle:
+        """Schedule ``fn`` on the loop at ``when_ms``."""
         handle = TimerHandle(when_ms, fn, next(self._seq))
         if self._schedule is None:
             raise RuntimeError("SystemClock is not attached to a running server")
@@ -191,6 +408,7 @@ class SystemClock:
         return handle
 
     def cancel(self, handle: TimerHandle) -> None:
+        """Cancel a timer."""
         handle.cancelled = True
         if self._unschedule is not None and handle._native is not None:
             self._unschedule(handle._native)

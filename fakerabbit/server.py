@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from fakerabbit.broker.broker import Broker
-from fakerabbit.clock import SystemClock, VirtualClock
+from fakerabbit.clock import FollowingClock, SystemClock, VirtualClock, use_real_time
 from fakerabbit.testing.api import TestingAPI
 
 if TYPE_CHECKING:
+    from fakerabbit.management import ManagementServer
     from fakerabbit.protocol.connection import AMQPConnection
 
 T = TypeVar("T")
@@ -29,6 +30,8 @@ class Server:
         self.broker = broker
         self.connections: set[AMQPConnection] = set()
         self.dirty: set[AMQPConnection] = set()
+        #: Called on the loop before each batch of client bytes is handled (the following clock catches up).
+        self.on_inbound: Callable[[], object] | None = None
         self._server: asyncio.base_events.Server | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -81,14 +84,24 @@ class Server:
         self.flush()
 
 
-def _make_clock(clock: str | VirtualClock | SystemClock, start_time: datetime | None) -> VirtualClock | SystemClock:
-    if isinstance(clock, VirtualClock | SystemClock):
+AnyClock = VirtualClock | FollowingClock | SystemClock
+"""The clocks :class:`FakeRabbit` accepts."""
+
+_CLOCK_NAMES = {"virtual": VirtualClock, "system": SystemClock, "frozen": FollowingClock, "following": FollowingClock}
+
+
+def _make_clock(clock: str | AnyClock, start_time: datetime | None) -> AnyClock:
+    if isinstance(clock, VirtualClock | FollowingClock | SystemClock):
+        if start_time is not None and not isinstance(clock, VirtualClock):
+            raise ValueError("start_time only applies to the virtual clock")
         return clock
     if clock == "virtual":
         return VirtualClock(start_time)
-    if clock == "system":
-        return SystemClock()
-    raise ValueError(f"clock must be 'virtual' or 'system', not {clock!r}")
+    if clock in _CLOCK_NAMES:
+        if start_time is not None:
+            raise ValueError("start_time only applies to the virtual clock")
+        return FollowingClock() if clock in ("frozen", "following") else SystemClock()
+    raise ValueError(f"clock must be 'virtual', 'frozen' (alias 'following') or 'system', not {clock!r}")
 
 
 class FakeRabbit(TestingAPI):
@@ -103,11 +116,14 @@ class FakeRabbit(TestingAPI):
         port: TCP port; 0 picks a free one.
         users: user name -> password; every user gets full permissions on every vhost.
         vhosts: virtual hosts that exist.
-        clock: ``"virtual"`` (default: time moves only with ``rabbit.clock.advance()``), ``"system"``,
-            or a clock object.
+        clock: ``"virtual"`` (default: time moves only with ``rabbit.clock.advance()``), ``"frozen"`` (the
+            broker's time follows freezegun / time-machine: :class:`~fakerabbit.clock.FollowingClock`),
+            ``"system"`` (real time), or a clock object. See ``docs/clock.md``.
         rabbitmq_version: which RabbitMQ to behave like ("3.12", "3.13", "4.0", "4.3"); default the newest.
         start_time: the virtual clock's start (default: now).
         dead_lettering: ``False`` turns dead-lettering off (messages that would be dead-lettered are dropped).
+        management: serve the RabbitMQ-compatible management HTTP API (``rabbit.management_url``).
+        management_port: its TCP port; 0 (default) picks a free one.
     """
 
     def __init__(
@@ -117,10 +133,12 @@ class FakeRabbit(TestingAPI):
         *,
         users: dict[str, str] | None = None,
         vhosts: Iterable[str] = ("/",),
-        clock: str | VirtualClock | SystemClock = "virtual",
+        clock: str | AnyClock = "virtual",
         rabbitmq_version: str | None = None,
         start_time: datetime | None = None,
         dead_lettering: bool = True,
+        management: bool = False,
+        management_port: int = 0,
     ) -> None:
         self.host = host
         self._requested_port = port
@@ -137,6 +155,11 @@ class FakeRabbit(TestingAPI):
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._owns_loop = False
+        self.management: ManagementServer | None = None
+        if management:
+            from fakerabbit.management import ManagementServer
+
+            self.management = ManagementServer(self, host, management_port)
 
     # -- addresses ------------------------------------------------------------------------------------------
     @property
@@ -148,6 +171,28 @@ class FakeRabbit(TestingAPI):
             f"amqp://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/{quote(vhost, safe='')}"
         )
 
+    @property
+    def management_url(self) -> str:
+        """``http://HOST:PORT`` of the management HTTP API (``FakeRabbit(management=True)``)."""
+        if self.management is None:
+            raise RuntimeError("the management API is off: use FakeRabbit(management=True)")
+        return self.management.url
+
+    async def _start_servers(self) -> int:
+        port = await self.server.start(self.host, self._requested_port)
+        if self.management is not None:
+            try:
+                await self.management.start()
+            except BaseException:
+                await self.server.stop()
+                raise
+        return port
+
+    async def _stop_servers(self) -> None:
+        if self.management is not None:
+            await self.management.stop()
+        await self.server.stop()
+
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> FakeRabbit:
         """Start serving on a private event loop in a daemon thread; returns once connections are accepted."""
@@ -155,19 +200,20 @@ class FakeRabbit(TestingAPI):
             raise RuntimeError("FakeRabbit is already running")
         ready: concurrent.futures.Future[int] = concurrent.futures.Future()
         loop = asyncio.new_event_loop()
+        use_real_time(loop)  # our own loop keeps real time while freezegun freezes time.monotonic
 
         def run() -> None:
             asyncio.set_event_loop(loop)
             try:
                 self._attach(loop)
-                port = loop.run_until_complete(self.server.start(self.host, self._requested_port))
+                port = loop.run_until_complete(self._start_servers())
             except BaseException as exc:
                 ready.set_exception(exc)
                 loop.close()
                 return
             ready.set_result(port)
             loop.run_forever()
-            loop.run_until_complete(self.server.stop())
+            loop.run_until_complete(self._stop_servers())
             loop.close()
 
         self._loop = loop
@@ -199,17 +245,33 @@ class FakeRabbit(TestingAPI):
         self._loop = loop
         self._owns_loop = False
         self._attach(loop)
-        self.port = await self.server.start(self.host, self._requested_port)
+        self.port = await self._start_servers()
         return self
 
     async def stop_async(self) -> None:
-        await self.server.stop()
+        await self._stop_servers()
         self._loop = None
 
     def _attach(self, loop: asyncio.AbstractEventLoop) -> None:
         clock = self.clock
         if isinstance(clock, VirtualClock):
             clock.attach(self.call, self.server.drain_inbound, self.server.flush)
+        elif isinstance(clock, FollowingClock):
+            clock.attach(self.call, self.server.drain_inbound, self.server.flush)
+            following = clock
+            # Timers that fell due while the test moved its time fire before the next client command is handled.
+            self.server.on_inbound = following.catch_up
+            interval = following.poll_interval
+            if interval is not None:
+
+                def poll() -> None:
+                    if self._loop is not loop or loop.is_closed():
+                        return
+                    if following.catch_up():
+                        self.server.flush()
+                    loop.call_later(interval, poll)
+
+                loop.call_soon(poll)
         else:
 
             def schedule(delay: float, fn: Callable[[], None]) -> asyncio.TimerHandle:
@@ -266,6 +328,16 @@ class FakeRabbit(TestingAPI):
         return fut.result(timeout=30)
 
     # -- policies -------------------------------------------------------------------------------------------
+    def _after_inbound(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the loop once what clients already sent is processed, so that a policy change lands
+        after a nack or publish the test sent just before it (as with ``rabbitmqctl``)."""
+
+        def run() -> T:
+            self.server.drain_inbound()
+            return fn()
+
+        return self.call(run)
+
     def set_policy(
         self,
         name: str,
@@ -277,13 +349,13 @@ class FakeRabbit(TestingAPI):
         vhost: str = "/",
     ) -> None:
         """Set a user policy, like ``rabbitmqctl set_policy``; it applies to existing queues at once."""
-        self.call(
+        self._after_inbound(
             lambda: self.broker.set_policy(name, pattern, definition, priority=priority, apply_to=apply_to, vhost=vhost)
         )
 
     def clear_policy(self, name: str, vhost: str = "/") -> None:
         """Remove a user policy."""
-        self.call(lambda: self.broker.clear_policy(name, vhost=vhost))
+        self._after_inbound(lambda: self.broker.clear_policy(name, vhost=vhost))
 
     def set_operator_policy(
         self,
@@ -296,7 +368,7 @@ class FakeRabbit(TestingAPI):
         vhost: str = "/",
     ) -> None:
         """Set an operator policy, like ``rabbitmqctl set_operator_policy``."""
-        self.call(
+        self._after_inbound(
             lambda: self.broker.set_policy(
                 name, pattern, definition, priority=priority, apply_to=apply_to, vhost=vhost, operator=True
             )
@@ -304,16 +376,20 @@ class FakeRabbit(TestingAPI):
 
     def clear_operator_policy(self, name: str, vhost: str = "/") -> None:
         """Remove an operator policy."""
-        self.call(lambda: self.broker.clear_policy(name, vhost=vhost, operator=True))
+        self._after_inbound(lambda: self.broker.clear_policy(name, vhost=vhost, operator=True))
 
     def reset(self) -> None:
         """Drop all connections and state (queues, exchanges, bindings, policies, events); keep users."""
 
         def do() -> None:
             for conn in list(self.server.connections):
+                # Everything is wiped below: skip the orderly teardown (requeueing unacked messages, deleting
+                # exclusive queues one by one), which costs more than the rest of the reset.
+                conn.channels.clear()
+                conn.info = None
                 conn.abort()
             self.broker.reset()
-            if isinstance(self.clock, VirtualClock):
+            if isinstance(self.clock, VirtualClock | FollowingClock):
                 self.clock.reset()
 
         self.call(do)

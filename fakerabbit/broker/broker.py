@@ -59,6 +59,9 @@ class Broker:
         self._initial_vhosts = tuple(vhosts)
         self.vhosts: dict[str, Vhost] = {}
         self.events = EventLog(clock.now_ms)
+        #: What the fake does not support or a client did wrong (540/541, protocol errors 501-505), as
+        #: readable lines; the pytest plugin fails the test with them at teardown.
+        self.problems: list[str] = []
         self.dead_letters = DeadLetters(self)
         self.reply_sessions: dict[str, Session] = {}
         self.connections: dict[int, ConnectionInfo] = {}
@@ -118,7 +121,7 @@ class Broker:
         pattern: str,
         definition: dict[str, Any],
         *,
-        priority: int = 0,
+        priority: int | float = 0,
         apply_to: str = "all",
         vhost: str = "/",
         operator: bool = False,
@@ -138,6 +141,10 @@ class Broker:
         v.reapply_policies()
 
     # -- test support ---------------------------------------------------------------------------------------
+    def report_problem(self, text: str) -> None:
+        """Record something unsupported or a client's protocol violation (see :attr:`problems`)."""
+        self.problems.append(text)
+
     def reset(self) -> None:
         """Back to a fresh node: every vhost emptied and re-created with its predeclared exchanges."""
         for v in self.vhosts.values():
@@ -145,5 +152,7 @@ class Broker:
         for name in list(self.vhosts):
             if name not in self._initial_vhosts:
                 del self.vhosts[name]
+        self.connections.clear()
         self.events.clear()
+        self.problems.clear()
         self.reply_sessions.clear()

@@ -1,6 +1,17 @@
 """How dead-lettering rewrites a message: death history, ``x-death`` and ``x-*-death-*`` headers, cycles.
 
-Spec sections C–G of ``shared/spec/rabbitmq-behaviour.md``; version differences come from the profile.
+Spec sections C-G of ``shared/spec/rabbitmq-behaviour.md``. Two implementations, chosen by the profile:
+
+* **LEGACY** (≤ 3.12, ``Profile.x_death_mc_order`` false) edits the ``x-death`` header *in place*, exactly like
+  ``rabbit_dead_letter:update_x_death_header/2`` of 3.10 - 3.12 (checked byte for byte against a live 3.10.8):
+  the first death prepends ``{count, reason, queue, time, exchange, routing-keys[, original-expiration]}``
+  and sets ``x-first-death-*``; a later death takes the (queue, reason) entry out, bumps its ``count`` (or
+  builds a new one) and puts it first **with its keys sorted**; every ``rabbit_misc:set_table_value`` call sorts
+  the top-level headers by key; a DLRK deletes ``CC``. A client-published ``x-death`` is simply part of the
+  headers and is edited the same way (XR-3); a non-array ``x-death`` is replaced by a fresh one-entry array.
+* **MC** (≥ 3.13) keeps the history as :class:`~fakerabbit.broker.message.Death` records (``mc:record_death``)
+  and renders them (``mc_amqpl:death_table``): ``original-expiration`` first, ``x-last-death-*`` too, headers
+  sorted and the ``CC`` header kept. 3.13 parses a client ``x-death`` into records; 4.x ignores it (XR-1/2).
 """
 
 from __future__ import annotations
@@ -14,7 +25,7 @@ if TYPE_CHECKING:
     from fakerabbit.broker.broker import Broker
     from fakerabbit.broker.queue import Entry
 
-_LEGACY_SORTED = ("count", "exchange", "original-expiration", "queue", "reason", "routing-keys", "time")
+__all__ = ["DeadLetters", "deaths_from_header"]
 
 
 def _subtract(keys: list[str], remove: list[str]) -> list[str]:
@@ -30,6 +41,28 @@ def _s(value: str) -> Field:
     return ("S", value)
 
 
+def _text(value: Any) -> Any:
+    """Erlang compares binaries: a ``longstr`` (str) and a ``binary`` (bytes) with the same bytes are equal."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "surrogateescape")
+    return value
+
+
+def _sorted(table: Table) -> Table:
+    """``rabbit_misc:sort_field_table/1``: keys in byte order."""
+    return dict(sorted(table.items(), key=lambda kv: kv[0].encode("utf-8", "surrogateescape")))
+
+
+def _cc_keys(headers: Table) -> list[str]:
+    """``rabbit_basic:header_routes/1`` on the current headers (``BCC`` is already stripped at publish)."""
+    out: list[str] = []
+    for name in ("CC", "BCC"):
+        f = headers.get(name)
+        if f is not None and f[0] == "A":
+            out.extend(v for t, v in f[1] if t == "S")
+    return out
+
+
 class DeadLetters:
     """Dead-letter message rewriting for one broker (reads the broker's profile and clock)."""
 
@@ -38,42 +71,85 @@ class DeadLetters:
 
     # -- publishing side ------------------------------------------------------------------------------------
     def adopt_client_deaths(self, msg: Message) -> None:
-        """3.13 parses a client-published ``x-death``; ≤3.12 edits it in place; 4.x ignores it."""
-        mode = self.broker.profile.client_x_death
+        """Record a client-published ``x-death`` as the message's history (3.13 parses it, XR-2).
+
+        In LEGACY profiles the header itself is the history (it is edited in place when the message dies) and
+        the records are only kept for inspection; 4.x never calls this (XR-1).
+        """
         field = msg.header("x-death")
         if field is None or field[0] != "A":
             return
-        deaths: list[Death] = []
-        for tag, entry in field[1]:
-            if tag != "F":
-                continue
-            death = _death_from_table(entry)
-            if death is None:
-                if mode == "edit":
-                    continue
-                continue
-            if mode == "edit":
-                death.raw = entry
-            deaths.append(death)
-        msg.deaths = deaths
+        msg.deaths = deaths_from_header(field)
 
     # -- dead-lettering -------------------------------------------------------------------------------------
     def make_copy(self, msg: Message, queue: str, reason: str, dlx: str, dlrk: str | None) -> Message:
+        """The copy of ``msg`` that ``queue`` publishes to ``dlx`` because it died for ``reason``."""
+        if self.broker.profile.x_death_mc_order:
+            return self._mc_copy(msg, queue, reason, dlx, dlrk)
+        return self._legacy_copy(msg, queue, reason, dlx, dlrk)
+
+    def _new_message(self, msg: Message, dlx: str, dlrk: str | None, headers: Table) -> Message:
+        props = msg.props.replace(headers=headers, expiration=None)
+        keys = [dlrk] if dlrk is not None else list(msg.routing_keys)
+        return Message(dlx, keys, props, msg.body, bcc=msg.bcc, ttl_ms=None, msg_id=msg.id)
+
+    def _legacy_copy(self, msg: Message, queue: str, reason: str, dlx: str, dlrk: str | None) -> Message:
+        """``rabbit_dead_letter:make_msg/5`` of 3.10 - 3.12."""
+        now_s = self.broker.clock.now_ms() // 1000
+        headers: Table = dict(msg.props.headers or {})
+        rks = [msg.routing_keys[0], *_cc_keys(headers)]
+        info: Table = {
+            "reason": _s(reason),
+            "queue": _s(queue),
+            "time": ("T", now_s),
+            "exchange": _s(msg.exchange),
+            "routing-keys": ("A", [_s(k) for k in rks]),
+        }
+        raw_exp = msg.props.expiration
+        if raw_exp is not None:
+            info["original-expiration"] = _s(raw_exp)
+        fresh: Table = {"count": ("l", 1), **info}
+        current = headers.get("x-death")
+        if current is None:
+            headers["x-first-death-reason"] = _s(reason)
+            headers["x-first-death-queue"] = _s(queue)
+            headers["x-first-death-exchange"] = _s(msg.exchange)
+            headers["x-death"] = ("A", [("F", fresh)])
+        elif current[0] == "A":
+            tables = _group_by_queue_and_reason(current[1])
+            match: Table | None = None
+            others: list[Field] = []
+            for item in tables:
+                if match is None and item[0] == "F" and _is_key(item[1], queue, reason):
+                    match = item[1]
+                else:
+                    others.append(item)
+            entry = fresh if match is None else _increment(match)
+            headers["x-death"] = ("A", [("F", _sorted(entry)), *others])
+        else:
+            # rabbitmq-server#767: a non-array x-death (a client re-published it as a string) is reset.
+            headers["x-death"] = ("A", [("F", fresh)])
+        headers = _sorted(headers)
+        if dlrk is not None:
+            headers.pop("CC", None)
+        new = self._new_message(msg, dlx, dlrk, headers)
+        new.deaths = deaths_from_header(headers["x-death"])
+        return new
+
+    def _mc_copy(self, msg: Message, queue: str, reason: str, dlx: str, dlrk: str | None) -> Message:
+        """``mc:record_death/3`` and ``mc_amqpl:protocol_state/2`` (3.13, 4.x)."""
         profile = self.broker.profile
         now_s = self.broker.clock.now_ms() // 1000
         deaths = [
-            Death(d.queue, d.reason, d.count, d.time_s, d.exchange, d.routing_keys, d.original_expiration, d.raw)
+            Death(d.queue, d.reason, d.count, d.time_s, d.exchange, list(d.routing_keys), d.original_expiration)
             for d in msg.deaths
         ]
         original_expiration: str | None = None
-        raw_exp = msg.props.expiration
-        if raw_exp is not None:
-            original_expiration = str(msg.ttl_ms) if profile.normalise_expiration else raw_exp
+        if msg.props.expiration is not None and msg.ttl_ms is not None:
+            original_expiration = str(msg.ttl_ms) if profile.normalise_expiration else msg.props.expiration
         for i, d in enumerate(deaths):
             if d.queue == queue and d.reason == reason:
                 d.count += 1
-                if d.raw is not None:
-                    d.raw = _legacy_bump(d.raw, d.count)
                 deaths.insert(0, deaths.pop(i))
                 break
         else:
@@ -84,8 +160,8 @@ class DeadLetters:
         headers = dict(msg.props.headers or {})
         if dlrk is not None and not profile.keep_cc_with_dlrk:
             headers.pop("CC", None)
-        headers["x-death"] = ("A", [("F", self._death_table(d, profile.x_death_mc_order)) for d in deaths])
-        keep_client_first = profile.client_x_death != "ignore" and msg.first_death is None
+        headers["x-death"] = ("A", [("F", _mc_death_table(d)) for d in deaths])
+        keep_client_first = profile.client_x_death == "parse" and msg.first_death is None
         for suffix, value in zip(("reason", "queue", "exchange"), first, strict=True):
             key = f"x-first-death-{suffix}"
             if not (keep_client_first and key in headers):
@@ -93,58 +169,36 @@ class DeadLetters:
         if profile.last_death_headers:
             for suffix, value in zip(("reason", "queue", "exchange"), last, strict=True):
                 headers[f"x-last-death-{suffix}"] = _s(value)
-        if profile.x_death_mc_order:
-            headers = dict(sorted(headers.items()))
-        props = msg.props.replace(headers=headers, expiration=None)
-        keys = [dlrk] if dlrk is not None else list(msg.routing_keys)
-        new = Message(dlx, keys, props, msg.body, bcc=msg.bcc, ttl_ms=None, msg_id=msg.id)
+        new = self._new_message(msg, dlx, dlrk, _sorted(headers))
         new.deaths = deaths
         new.first_death = first
         return new
 
-    @staticmethod
-    def _death_table(d: Death, mc_order: bool) -> Table:
-        if d.raw is not None:
-            return d.raw
-        rks: Field = ("A", [_s(k) for k in d.routing_keys])
-        if mc_order:
-            t: Table = {}
-            if d.original_expiration is not None:
-                t["original-expiration"] = _s(d.original_expiration)
-            t.update(
-                {
-                    "count": ("l", d.count),
-                    "reason": _s(d.reason),
-                    "queue": _s(d.queue),
-                    "time": ("T", d.time_s),
-                    "exchange": _s(d.exchange),
-                    "routing-keys": rks,
-                }
-            )
-            return t
-        t = {
-            "count": ("l", d.count),
-            "reason": _s(d.reason),
-            "queue": _s(d.queue),
-            "time": ("T", d.time_s),
-            "exchange": _s(d.exchange),
-            "routing-keys": rks,
-        }
-        if d.original_expiration is not None:
-            t["original-expiration"] = _s(d.original_expiration)
-        if d.count > 1:
-            t = {k: t[k] for k in _LEGACY_SORTED if k in t}
-        return t
+    def is_cycle(self, msg: Message, target_queue: str, reason: str) -> bool:
+        """CY-1: drop the copy for ``target_queue`` if it died there before with no ``rejected`` death since.
 
-    @staticmethod
-    def is_cycle(msg: Message, target_queue: str, reason: str) -> bool:
-        """CY-1: a copy is dropped if it would return to a queue it died in with no ``rejected`` death between."""
+        ``msg`` is the dead-lettered copy (its newest death first). LEGACY walks the ``x-death`` header like
+        ``rabbit_dead_letter:is_cycle/2``, where an entry that is not a table (put there by a client) means
+        "not fully automatic", so no cycle.
+        """
         if reason == "rejected":
             return False
-        for d in msg.deaths:
-            if d.reason == "rejected":
+        if self.broker.profile.x_death_mc_order:
+            for d in msg.deaths:
+                if d.reason == "rejected":
+                    return False
+                if d.queue == target_queue:
+                    return True
+            return False
+        field = msg.header("x-death")
+        if field is None or field[0] != "A":
+            return False
+        for tag, value in field[1]:
+            if tag != "F":
                 return False
-            if d.queue == target_queue:
+            if value.get("reason") == ("S", "rejected"):
+                return False
+            if value.get("queue") == ("S", target_queue):
                 return True
         return False
 
@@ -167,19 +221,95 @@ class DeadLetters:
         return props.replace(headers=headers).raw
 
 
+def _mc_death_table(d: Death) -> Table:
+    """``mc_amqpl:death_table/7``: ``original-expiration`` (if any) first, then the fixed fields."""
+    t: Table = {}
+    if d.original_expiration is not None:
+        t["original-expiration"] = _s(d.original_expiration)
+    t["count"] = ("l", d.count)
+    t["reason"] = _s(d.reason)
+    t["queue"] = _s(d.queue)
+    t["time"] = ("T", d.time_s)
+    t["exchange"] = _s(d.exchange)
+    t["routing-keys"] = ("A", [_s(k) for k in d.routing_keys])
+    return t
+
+
+def _value(table: Table, key: str) -> Any:
+    """``x_death_event_key/2``: the value of ``key`` whatever its type, or None."""
+    f = table.get(key)
+    return None if f is None else f[1]
+
+
+def _is_key(table: Table, queue: str, reason: str) -> bool:
+    return bool(_text(_value(table, "queue")) == queue and _text(_value(table, "reason")) == reason)
+
+
+def _increment(table: Table) -> Table:
+    """``increment_xdeath_event_count/1``: count + 1 as a ``long`` (1 if the entry had none)."""
+    t = dict(table)
+    count = _value(t, "count")
+    t["count"] = ("l", count + 1 if isinstance(count, int) and not isinstance(count, bool) else 1)
+    return t
+
+
+def _group_by_queue_and_reason(items: list[Field]) -> list[Field]:
+    """3.10 - 3.12 ``group_by_queue_and_reason/1``: duplicate (queue, reason) tables collapse into the first one.
+
+    Only arrays of more than one element are grouped, and the grouping (a ``lists:foldl`` that prepends, never
+    reversed) **reverses** the entries: with three or more deaths the older entries flip order at every death,
+    which is observable (live 3.10.8) and even changes cycle detection (scenario Q6 drops the message on its
+    second lap). An entry without ``count`` gets the number of tables it stands for. Elements that are not
+    tables are kept (RabbitMQ would crash the queue on them).
+    """
+    if len(items) <= 1:
+        return items
+    tables = [v for t, v in items if t == "F"]
+    seen: set[tuple[Any, Any]] = set()
+    out: list[Field] = []
+    for tag, value in items:
+        if tag != "F":
+            out.append((tag, value))
+            continue
+        key = (_text(_value(value, "queue")), _text(_value(value, "reason")))
+        if key in seen:
+            continue
+        seen.add(key)
+        t = value
+        if "count" not in t:
+            n = sum(1 for other in tables if (_text(_value(other, "queue")), _text(_value(other, "reason"))) == key)
+            t = {**t, "count": ("l", n)}
+        out.append(("F", t))
+    out.reverse()
+    return out
+
+
+def deaths_from_header(field: Field) -> list[Death]:
+    """The valid entries of an ``x-death`` array as :class:`Death` records (3.13 ``headers_to_deaths``).
+
+    An entry counts only if it is a table with ``queue``, ``reason``, ``exchange`` (strings),
+    ``routing-keys`` (an array), an integer ``count`` and an integer ``time``; others are left out.
+    """
+    if field[0] != "A":
+        return []
+    out: list[Death] = []
+    for tag, entry in field[1]:
+        if tag == "F":
+            d = _death_from_table(entry)
+            if d is not None:
+                out.append(d)
+    return out
+
+
 def _death_from_table(t: Table) -> Death | None:
     try:
-        queue = t["queue"]
-        reason = t["reason"]
-        count = t["count"]
-        time = t["time"]
-        exchange = t["exchange"]
-        rks = t["routing-keys"]
+        queue, reason, count, time = t["queue"], t["reason"], t["count"], t["time"]
+        exchange, rks = t["exchange"], t["routing-keys"]
     except KeyError:
         return None
     if queue[0] != "S" or reason[0] != "S" or exchange[0] != "S" or rks[0] != "A":
         return None
-    if not isinstance(count[1], int) or not isinstance(time[1], int):
+    if isinstance(count[1], bool) or not isinstance(count[1], int) or not isinstance(time[1], int):
         return None
     oe = t.get("original-expiration")
     return Death(
@@ -191,9 +321,3 @@ def _death_from_table(t: Table) -> Death | None:
         [v for tag, v in rks[1] if tag == "S"],
         oe[1] if oe is not None and oe[0] == "S" else None,
     )
-
-
-def _legacy_bump(raw: Table, count: int) -> Table:
-    t = dict(raw)
-    t["count"] = ("l", count)
-    return dict(sorted(t.items()))

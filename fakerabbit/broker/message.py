@@ -21,8 +21,6 @@ class Death:
     exchange: str
     routing_keys: list[str]
     original_expiration: str | None = None
-    # Entries taken over from a client-published x-death (≤3.12 "edit" mode) keep their typed table.
-    raw: Table | None = None
 
 
 def _header_routes(headers: Table | None, name: str) -> list[str]:

@@ -174,7 +174,13 @@ class Queue:
         self.ready_bytes += e.msg.size
 
     def _push_front(self, e: Entry) -> None:
-        self._levels[self._level(e)].appendleft(e)
+        # Quorum queues keep returned messages in a FIFO "returns" queue served before the others
+        # (rabbit_fifo lqueue:in): a return goes after earlier returns still waiting at the head.
+        level = self._levels[self._level(e)]
+        i = 0
+        while i < len(level) and level[i].redelivered:
+            i += 1
+        level.insert(i, e)
         self.ready_count += 1
         self.ready_bytes += e.msg.size
 
@@ -242,7 +248,8 @@ class Queue:
         self._expire_head()
         if self.ready_count == 0 and self._deliver_now(entry):
             return True
-        if ttl == 0:
+        if s.message_ttl == 0 and s.dead_letter_exchange is None:
+            # rabbit_amqqueue_process:deliver_or_enqueue's shortcut: queue TTL 0 and no DLX -> discard.
             self.vhost.broker.events.emit("expired", msg, queue=self.name)
             self.vhost.dead_letter(self, [msg], "expired")
             return True
@@ -250,6 +257,8 @@ class Queue:
         if self.is_quorum and mode == "reject-publish" and self._over_limit():
             self._qq_rejecting = True
         self._drop_over_limit()
+        # TTL-4/TTL-6: an already-due message expires at once only if it is (or becomes) the head.
+        self._expire_head()
         self._schedule_ttl()
         return True
 
@@ -397,6 +406,8 @@ class Queue:
         if not self.ready_count:
             return None
         e = self._pop_head()
+        # As rabbit_amqqueue_process:fetch/2: what the fetch exposed is expired before get-ok's message_count.
+        self._expire_head()
         self._schedule_ttl()
         return e
 
@@ -415,11 +426,11 @@ class Queue:
         self.unacked -= len(entries)
         if self.deleted:
             return
+        for e in entries:
+            self.vhost.broker.events.emit("rejected", e.msg, queue=self.name, requeue=requeue)
         if requeue:
             self.requeue(entries, failed=not explicit_nack)
         else:
-            for e in entries:
-                self.vhost.broker.events.emit("rejected", e.msg, queue=self.name)
             self.vhost.dead_letter(self, [e.msg for e in entries], "rejected")
 
     def release(self, entries: list[Entry]) -> None:

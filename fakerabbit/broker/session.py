@@ -155,7 +155,9 @@ class Session:
         elif not queues:
             self.broker.events.emit("unroutable", msg)
         if seq:
-            self.sink.send_confirm(accepted, seq, False)
+            # rabbit_channel:send_confirms sends a lone ack as is, but nacks always go through
+            # coalesce_and_send: with nothing older unconfirmed (always, here) that is multiple=true.
+            self.sink.send_confirm(accepted, seq, not accepted)
 
     def _direct_reply(self, msg: Message, mandatory: bool, seq: int) -> None:
         token = msg.routing_key[len(REPLY_TO) + 1 :]

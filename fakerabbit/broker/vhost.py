@@ -249,6 +249,10 @@ class Vhost:
             )
             q.touch()
             return q
+        # configure is checked first (live 3.10.8: 403 before the DLX type's 406), then the DLX rule: read on
+        # the queue and write on the DLX exchange ("" is checked as amq.default).
+        if conn is not None:
+            self.broker.auth.check(conn.user, self.name, "configure", "queue", name)
         dlx = arguments.get("x-dead-letter-exchange")
         if dlx is not None and dlx[0] != "S":
             from fakerabbit.broker.fields import type_name
@@ -259,7 +263,6 @@ class Vhost:
             )
         if conn is not None:
             auth = self.broker.auth
-            auth.check(conn.user, self.name, "configure", "queue", name)
             if dlx is not None:
                 auth.check(conn.user, self.name, "read", "queue", name)
                 auth.check(conn.user, self.name, "write", "exchange", str(dlx[1]))

@@ -6,16 +6,21 @@
 - Argument tables (``queue.declare``, ``exchange.declare``, bindings, ``basic.consume``) are re-read from the raw
   method payload with fakerabbit's tag-preserving decoder, because RabbitMQ's checks and error texts depend on
   the wire type (``signedint`` vs ``long`` vs ``longstr``) that pamqp's decoder throws away.
+- :func:`check_method_args` and :func:`check_properties` accept exactly what RabbitMQ's generated Erlang
+  decoders accept (pamqp is more lenient: it ignores trailing octets, for instance), so malformed input gets
+  RabbitMQ's reaction: 501 ``cannot decode`` for a bad argument layout, a dead connection for a malformed field
+  table inside method arguments, 541 for a malformed content-header property block.
 """
 
 from __future__ import annotations
 
+import math
 import struct
 
-from pamqp import commands
+from pamqp import base, commands
 
 from fakerabbit.broker import errors
-from fakerabbit.broker.fields import FieldError, Table, decode_table
+from fakerabbit.broker.fields import FieldError, Table, decode_table, table_to_python
 
 
 class _NoValidate:
@@ -98,3 +103,198 @@ def reply_text(text: str) -> str:
     if len(raw) <= _ERRATA_CLOSE_TEXT_LIMIT:
         return text
     return raw[:_ERRATA_CLOSE_TEXT_LIMIT].decode("utf-8", "ignore")
+
+
+# -- RabbitMQ's decoders, as validators ------------------------------------------------------------------------
+
+_FIXED_TAGS: dict[int, int] = {ord(t): n for t, n in zip("bBsuIilLfdDtT", (1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 5, 1, 8), strict=True)}
+_LENGTH_TAGS = frozenset(map(ord, "SxFA"))
+_u32 = struct.Struct(">I")
+
+
+def _valid_field_value(data: bytes, pos: int, end: int) -> int:
+    """``rabbit_binary_parser:parse_field_value/1``: the offset after the value, or -1 if it does not parse.
+
+    Beside RabbitMQ's documented types, the parser takes an ``L`` (64-bit) value; like Erlang's binary float
+    matching, it refuses NaN and infinities."""
+    if pos >= end:
+        return -1
+    tag = data[pos]
+    pos += 1
+    if tag == 0x56:  # V
+        return pos
+    size = _FIXED_TAGS.get(tag)
+    if size is not None:
+        stop = pos + size
+        if stop > end:
+            return -1
+        if tag == 0x66 and not math.isfinite(struct.unpack_from(">f", data, pos)[0]):  # f
+            return -1
+        if tag == 0x64 and not math.isfinite(struct.unpack_from(">d", data, pos)[0]):  # d
+            return -1
+        return stop
+    if tag in _LENGTH_TAGS:
+        if pos + 4 > end:
+            return -1
+        stop = pos + 4 + _u32.unpack_from(data, pos)[0]
+        if stop > end:
+            return -1
+        if tag == 0x46:  # F
+            return stop if valid_table_body(data, pos + 4, stop) else -1
+        if tag == 0x41:  # A
+            p = pos + 4
+            while p < stop:
+                p = _valid_field_value(data, p, stop)
+                if p < 0:
+                    return -1
+        return stop
+    return -1
+
+
+def valid_table_body(data: bytes, pos: int, end: int) -> bool:
+    """``rabbit_binary_parser:parse_table/1`` succeeds on ``data[pos:end]``."""
+    while pos < end:
+        pos += 1 + data[pos]
+        if pos > end:
+            return False
+        pos = _valid_field_value(data, pos, end)
+        if pos < 0:
+            return False
+    return True
+
+
+class MethodDecodeError(Exception):
+    """A client method's arguments do not decode as RabbitMQ's framing decodes them."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        #: ``"undecodable"``: the layout does not match (501 ``cannot decode <<...>>`` for the method);
+        #: ``"utf8"``: a shortstr is not UTF-8 (501 ``Malformed UTF-8 in shortstr``);
+        #: ``"table"``: a field table does not parse (RabbitMQ's reader crashes: the socket just closes).
+        self.kind = kind
+
+
+_LAYOUT_CACHE: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _layout(cls: type[base.Frame]) -> tuple[tuple[str, str], ...]:
+    layout = _LAYOUT_CACHE.get(cls)
+    if layout is None:
+        layout = _LAYOUT_CACHE[cls] = tuple((a, cls.amqp_type(a)) for a in cls.__slots__)
+    return layout
+
+
+def _table_value(args: bytes, start: int, stop: int) -> dict[str, object]:
+    try:
+        table, _ = decode_table(args[start - 4 : stop])
+    except FieldError:  # a type RabbitMQ takes but fakerabbit's codec does not (``L``)
+        return {}
+    return table_to_python(table)
+
+
+def decode_args(cls: type[base.Frame], args: bytes) -> base.Frame:
+    """Decode a client method's arguments exactly as ``rabbit_framing_amqp_0_9_1:decode_method_fields/2``.
+
+    pamqp is more lenient (it ignores trailing octets, for one), so fakerabbit decodes client methods itself
+    and only builds pamqp's objects. Raises :class:`MethodDecodeError`.
+    """
+    end = len(args)
+    pos = 0
+    bit = 0
+    values: list[tuple[str, str, int, int]] = []  # (attribute, kind, start, stop)
+    for name, kind in _layout(cls):
+        if kind == "bit":
+            if bit == 0:
+                pos += 1
+                if pos > end:
+                    raise MethodDecodeError("undecodable")
+            values.append((name, kind, pos - 1, bit))
+            bit = (bit + 1) % 8
+            continue
+        bit = 0
+        start = pos
+        if kind == "octet":
+            pos += 1
+        elif kind == "short":
+            pos += 2
+        elif kind == "long":
+            pos += 4
+        elif kind == "longlong":
+            pos += 8
+        elif kind == "shortstr":
+            if pos >= end:
+                raise MethodDecodeError("undecodable")
+            start = pos + 1
+            pos = start + args[pos]
+        else:  # longstr, table
+            if pos + 4 > end:
+                raise MethodDecodeError("undecodable")
+            start = pos + 4
+            pos = start + _u32.unpack_from(args, pos)[0]
+        if pos > end:
+            raise MethodDecodeError("undecodable")
+        values.append((name, kind, start, pos))
+    if pos != end:
+        raise MethodDecodeError("undecodable")
+    method: base.Frame = cls.__new__(cls)
+    for name, kind, start, stop in values:
+        value: object
+        if kind == "bit":
+            value = bool(args[start] & (1 << stop))
+        elif kind == "octet":
+            value = args[start]
+        elif kind == "short":
+            value = struct.unpack_from(">H", args, start)[0]
+        elif kind == "long":
+            value = _u32.unpack_from(args, start)[0]
+        elif kind == "longlong":
+            value = struct.unpack_from(">Q", args, start)[0]
+        elif kind == "shortstr":
+            try:
+                value = args[start:stop].decode("utf-8")
+            except UnicodeDecodeError:
+                raise MethodDecodeError("utf8") from None
+        elif kind == "longstr":
+            value = args[start:stop]
+        else:
+            if not valid_table_body(args, start, stop):
+                raise MethodDecodeError("table")
+            value = _table_value(args, start, stop)
+        setattr(method, name, value)
+    return method
+
+
+# Basic's 14 properties in flag order (bit 15 down to bit 2): s = shortstr, t = table, o = octet, l = 64 bits.
+_PROPERTY_KINDS = "sstoossssslsss"
+
+
+def check_properties(props: bytes) -> bool:
+    """Does a basic content-header property block decode as ``rabbit_framing_amqp_0_9_1:decode_properties/2``
+    does? Flag bits 1 and 0 are ignored (no continuation word is read) and nothing may follow the last
+    property."""
+    end = len(props)
+    if end < 2:
+        return False
+    flags = (props[0] << 8) | props[1]
+    pos = 2
+    for i, kind in enumerate(_PROPERTY_KINDS):
+        if not flags & (0x8000 >> i):
+            continue
+        if kind == "s":
+            if pos >= end:
+                return False
+            pos += 1 + props[pos]
+        elif kind == "o":
+            pos += 1
+        elif kind == "l":
+            pos += 8
+        else:
+            if pos + 4 > end:
+                return False
+            stop = pos + 4 + _u32.unpack_from(props, pos)[0]
+            if stop > end or not valid_table_body(props, pos + 4, stop):
+                return False
+            pos = stop
+        if pos > end:
+            return False
+    return pos == end

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import time
 from typing import TYPE_CHECKING, Any
 
 from pamqp import base, commands
@@ -13,6 +12,7 @@ from pamqp import base, commands
 from fakerabbit.broker import errors
 from fakerabbit.broker.broker import ConnectionInfo
 from fakerabbit.broker.fields import FieldError, decode_table, table_to_python
+from fakerabbit.clock import real_monotonic
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.channel import ChannelHandler
 from fakerabbit.protocol.codec import reply_text
@@ -22,11 +22,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fakerabbit")
 
-_monotonic = time.monotonic  # captured at import: freezegun must not stall heartbeats
+_monotonic = real_monotonic  # never frozen or shifted by freezegun / time-machine (see fakerabbit.clock)
 
 CHANNEL_MAX = 2047
 FRAME_MAX = 131072
 HEARTBEAT = 60
+
+#: Reply codes recorded as problems: the client broke the protocol (501-505) or asked for something the fake
+#: does not do (540 NOT_IMPLEMENTED, 541 INTERNAL_ERROR).
+PROBLEM_CODES = frozenset({501, 502, 503, 504, 505, 540, 541})
 
 
 def server_properties(version: str) -> dict[str, Any]:
@@ -92,6 +96,8 @@ class AMQPConnection(asyncio.Protocol):
         if self.closed:
             return
         self._last_recv = _monotonic()
+        if self.server.on_inbound is not None:
+            self.server.on_inbound()
         try:
             if self.state == "header":
                 self._header += data
@@ -100,6 +106,9 @@ class AMQPConnection(asyncio.Protocol):
                 header, data = self._header[:8], self._header[8:]
                 self._header = b""
                 if header != framing.PROTOCOL_HEADER:
+                    self.broker.report_problem(
+                        f"connection {self.peer or '?'} sent protocol header {header!r}, not AMQP 0-9-1"
+                    )
                     self.write(framing.PROTOCOL_HEADER)
                     self.flush()
                     self.abort(graceful=True)
@@ -196,6 +205,10 @@ class AMQPConnection(asyncio.Protocol):
         """A connection error: send connection.close with RabbitMQ's code and text, then close."""
         if self.closing or self.closed:
             return
+        if exc.code in PROBLEM_CODES:
+            method = commands.INDEX_MAPPING.get((class_id << 16) | method_id) if class_id else None
+            where = f" (in reply to {getattr(method, 'name', method)})" if method is not None else ""
+            self.broker.report_problem(f"connection {self.peer or '?'} closed with {exc.reply_text}{where}")
         self.send(
             0,
             commands.Connection.Close(

@@ -3,6 +3,10 @@
 We do our own framing (pamqp raises on partial buffers and does not enforce ``frame_max``) and let pamqp decode
 and encode exactly one method at a time. Content header and body frames carry the client's raw bytes: the
 property block is stored and re-sent unchanged, so it never passes through pamqp's lossy property codec.
+
+Checks follow ``rabbit_reader:handle_input/3``: the size in a frame header is checked against ``frame_max``
+before the payload is read (RabbitMQ allows a payload of up to ``frame_max`` octets, eight more than the spec,
+and reports the limit as ``frame_max - 8``); the frame-end octet is checked once the payload is in.
 """
 
 from __future__ import annotations
@@ -12,19 +16,21 @@ from dataclasses import dataclass
 
 from pamqp import base, commands
 from pamqp import frame as pamqp_frame
-from pamqp.exceptions import UnmarshalingException
-
-from fakerabbit.broker import errors
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+#: Headers RabbitMQ answers with a 0-9-1 connection.start: 0-9-1 itself and the 0-9 header (AMQP 1 1 0 9).
+ACCEPTED_HEADERS = (PROTOCOL_HEADER, b"AMQP\x01\x01\x00\x09")
 FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
 FRAME_END = 0xCE
 FRAME_MIN_SIZE = 4096
+EMPTY_FRAME_SIZE = 8
 HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 
 _frame_head = struct.Struct(">BHI")
 _method_id = struct.Struct(">I")
 _content_head = struct.Struct(">HHQ")
+_close_ids = struct.Struct(">HHH")
+_short2 = struct.Struct(">HH")
 
 
 @dataclass(slots=True)
@@ -34,77 +40,111 @@ class RawFrame:
     payload: bytes
 
 
-class FrameReader:
-    """Accumulates bytes and yields complete frames; malformed framing raises a hard :class:`AMQPError`."""
+class FrameTooLarge(Exception):
+    """A frame header announced a payload larger than ``frame_max`` (RabbitMQ: ``{frame_too_large, ...}``)."""
 
-    __slots__ = ("_buf", "frame_max")
+    def __init__(self, ftype: int, channel: int, size: int, limit: int) -> None:
+        super().__init__(f"frame_too_large {size} {limit}")
+        self.type, self.channel, self.size, self.limit = ftype, channel, size, limit
+
+
+class BadFrameEnd(Exception):
+    """The octet after a payload is not 0xCE (RabbitMQ: ``{invalid_frame_end_marker, Octet}``)."""
+
+    def __init__(self, ftype: int, channel: int, payload: bytes, end: int) -> None:
+        super().__init__(f"invalid_frame_end_marker {end}")
+        self.type, self.channel, self.payload, self.end = ftype, channel, payload, end
+
+
+class UnknownMethod(Exception):
+    """A method frame whose class/method id RabbitMQ's framing does not know: its reader crashes and the
+    socket is closed without a close frame."""
+
+
+class FrameReader:
+    """Accumulates bytes and yields complete frames; raises :class:`FrameTooLarge` / :class:`BadFrameEnd`."""
+
+    __slots__ = ("_buf", "_pos", "frame_max")
 
     def __init__(self, frame_max: int) -> None:
         self._buf = bytearray()
+        self._pos = 0
         self.frame_max = frame_max
 
     def feed(self, data: bytes) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
         self._buf += data
 
     def next_frame(self) -> RawFrame | None:
-        buf = self._buf
-        if len(buf) < 7:
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 7:
             return None
-        ftype, channel, size = _frame_head.unpack_from(buf, 0)
-        if ftype not in (FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT):
-            raise errors.FrameError(f"unknown frame type {ftype}")
-        if self.frame_max and size + 8 > self.frame_max:
-            raise errors.FrameError(f"frame size {size + 8} larger than negotiated maximum {self.frame_max}")
-        end = 7 + size
+        ftype, channel, size = _frame_head.unpack_from(buf, pos)
+        if self.frame_max and size > self.frame_max:
+            raise FrameTooLarge(ftype, channel, size, self.frame_max - EMPTY_FRAME_SIZE)
+        end = pos + 7 + size
         if len(buf) < end + 1:
             return None
+        payload = bytes(buf[pos + 7 : end])
         if buf[end] != FRAME_END:
-            raise errors.FrameError(f"invalid frame end byte {buf[end]}")
-        payload = bytes(buf[7:end])
-        del buf[: end + 1]
+            raise BadFrameEnd(ftype, channel, payload, buf[end])
+        self._pos = end + 1
+        if self._pos > 65536:
+            del buf[: self._pos]
+            self._pos = 0
         return RawFrame(ftype, channel, payload)
 
     def pending(self) -> int:
-        return len(self._buf)
+        return len(self._buf) - self._pos
 
 
 def method_index(payload: bytes) -> int:
-    if len(payload) < 4:
-        raise errors.FrameError("method frame too short")
     return int(_method_id.unpack_from(payload, 0)[0])
 
 
-def decode_method(payload: bytes) -> base.Frame:
-    """Decode one method frame's payload with pamqp; unknown or malformed methods are 501/503 errors."""
+def method_class(payload: bytes) -> type[base.Frame]:
+    """The pamqp class for a method frame payload (at least 4 octets); unknown ids raise :class:`UnknownMethod`."""
     index = method_index(payload)
     cls = commands.INDEX_MAPPING.get(index)
     if cls is None:
-        raise errors.CommandInvalid(f"unknown method class {index >> 16} method {index & 0xFFFF}")
-    method: base.Frame = cls()
-    try:
-        method.unmarshal(payload[4:])
-    except (UnmarshalingException, struct.error, ValueError, TypeError, IndexError, KeyError) as exc:
-        raise errors.FrameError(f"cannot decode {method.name}: {exc}") from exc
-    return method
+        raise UnknownMethod(f"unknown method class {index >> 16} method {index & 0xFFFF}")
+    return cls
 
 
 def encode_method(channel: int, method: base.Frame) -> bytes:
     return pamqp_frame.marshal(method, channel)
 
 
-def decode_content_header(payload: bytes) -> tuple[int, int, bytes]:
-    """Returns (class_id, body_size, raw property block)."""
-    if len(payload) < 14:
-        raise errors.FrameError("content header frame too short")
-    class_id, _weight, body_size = _content_head.unpack_from(payload, 0)
-    return class_id, body_size, payload[12:]
+def encode_close(channel: int, reply_code: int, reply_text: bytes, class_id: int, method_id: int) -> bytes:
+    """``connection.close`` (channel 0) or ``channel.close``, with the reply text as raw bytes (RabbitMQ's
+    texts may hold Latin-1 octets that are not UTF-8, e.g. from a printed binary)."""
+    if len(reply_text) > 255:
+        reply_text = reply_text[:252] + b"..."
+    ids = (10, 50) if channel == 0 else (20, 40)
+    payload = (
+        _close_ids.pack(ids[0], ids[1], reply_code)
+        + bytes([len(reply_text)])
+        + reply_text
+        + _short2.pack(class_id, method_id)
+    )
+    return _frame_head.pack(FRAME_METHOD, channel, len(payload)) + payload + b"\xce"
+
+
+def parse_content_header(payload: bytes) -> tuple[int, int, int, bytes] | None:
+    """(class_id, weight, body_size, raw property block), or None if the payload is shorter than 12 octets."""
+    if len(payload) < 12:
+        return None
+    class_id, weight, body_size = _content_head.unpack_from(payload, 0)
+    return class_id, weight, body_size, payload[12:]
 
 
 def encode_content(channel: int, props: bytes, body: bytes, frame_max: int) -> list[bytes]:
     """Content header frame and body frames (split to fit ``frame_max``) carrying raw bytes."""
     header_payload = _content_head.pack(60, 0, len(body)) + props
     out = [_frame_head.pack(FRAME_HEADER, channel, len(header_payload)), header_payload, b"\xce"]
-    chunk = (frame_max - 8) if frame_max else len(body) or 1
+    chunk = (frame_max - EMPTY_FRAME_SIZE) if frame_max else len(body) or 1
     for i in range(0, len(body), chunk):
         part = body[i : i + chunk]
         out += (_frame_head.pack(FRAME_BODY, channel, len(part)), part, b"\xce")

@@ -1,0 +1,80 @@
+"""What survives a node restart: durable exchanges, durable queues, their bindings, persistent messages.
+
+RabbitMQ keeps on disk the durable exchanges and queues and the bindings between them, every message of a
+quorum queue, and the persistent (``delivery_mode=2``) messages of a durable classic queue. Everything else is
+gone after a restart: transient and exclusive queues with their messages, transient exchanges, transient
+messages, consumers, channels and connections. Policies, users and vhosts survive (they live in the metadata
+store).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fakerabbit.broker.broker import Broker
+    from fakerabbit.broker.queue import Entry, Queue
+    from fakerabbit.broker.vhost import Vhost
+
+__all__ = ["restart_broker"]
+
+_WHY = "not persistent: lost in the node restart"
+
+
+def restart_broker(broker: Broker) -> None:
+    """Turn ``broker`` into what a restarted node would hold.
+
+    The protocol layer must already have closed every client connection (so unacknowledged messages were
+    requeued, as RabbitMQ does before it stops); any connection still registered is closed here.
+    """
+    for conn in list(broker.connections.values()):
+        broker.close_connection(conn)
+    broker.reply_sessions.clear()
+    for v in broker.vhosts.values():
+        _restart_vhost(v)
+    broker.events.emit("restarted", None)
+
+
+def _restart_vhost(v: Vhost) -> None:
+    events = v.broker.events
+    for q in list(v.queues.values()):
+        if q.durable and q.exclusive_owner is None:
+            continue
+        for e in q.ready_entries():
+            events.emit("dropped", e.msg, queue=q.name, reason="restart", why=_WHY)
+        v.delete_queue(q)
+    for x in list(v.exchanges.values()):
+        if not x.durable and x.name in v.exchanges:
+            v._remove_exchange(x)
+    v._pseudo.clear()
+    for q in v.queues.values():
+        _keep_persistent(q)
+
+
+def _survives(q: Queue, e: Entry) -> bool:
+    return q.queue_type != "classic" or e.msg.persistent
+
+
+def _keep_persistent(q: Queue) -> None:
+    events = q.vhost.broker.events
+    count = 0
+    size = 0
+    for level in q._levels:
+        kept: deque[Entry] = deque()
+        for e in level:
+            if _survives(q, e):
+                kept.append(e)
+                count += 1
+                size += e.msg.size
+            else:
+                events.emit("dropped", e.msg, queue=q.name, reason="restart", why=_WHY)
+        level.clear()
+        level.extend(kept)
+    q.ready_count = count
+    q.ready_bytes = size
+    q.unacked = 0
+    q.consumers.clear()
+    q._rr = 0
+    q._schedule_ttl()
+    q.touch()

@@ -1,0 +1,133 @@
+"""The management API: RabbitMQ's paths, methods, basic auth and error answers, dispatched to handlers."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import TYPE_CHECKING
+
+from fakerabbit.management import admin, topology
+from fakerabbit.management.core import APIError, Ctx, Route, json_response, not_found, route
+from fakerabbit.management.http import Request, Response
+
+if TYPE_CHECKING:
+    from fakerabbit.server import FakeRabbit
+
+_Q = "/api/queues/{vhost}/{name}"
+_X = "/api/exchanges/{vhost}/{name}"
+_B = "/api/bindings/{vhost}/e/{source}/{kind}/{dest}"
+
+ROUTES: tuple[Route, ...] = (
+    route("/api/overview", GET=admin.overview),
+    route("/api/whoami", GET=admin.whoami),
+    route("/api/aliveness-test/{vhost}", GET=admin.aliveness),
+    route("/api/health/checks/*", GET=admin.ok),
+    route("/api/vhosts", GET=admin.list_vhosts),
+    route("/api/vhosts/{vhost}", GET=admin.get_vhost, PUT=admin.put_vhost, DELETE=admin.delete_vhost),
+    route("/api/vhosts/{vhost}/connections", GET=admin.list_connections),
+    route("/api/vhosts/{vhost}/channels", GET=admin.list_channels),
+    route("/api/users", GET=admin.list_users),
+    route("/api/users/{user}", GET=admin.get_user, PUT=admin.put_user, DELETE=admin.delete_user),
+    route("/api/permissions", GET=admin.list_permissions),
+    route(
+        "/api/permissions/{vhost}/{user}",
+        GET=admin.get_permission,
+        PUT=admin.put_permission,
+        DELETE=admin.delete_permission,
+    ),
+    route("/api/queues", GET=topology.list_queues),
+    route("/api/queues/{vhost}", GET=topology.list_queues),
+    route(_Q, GET=topology.get_queue, PUT=topology.put_queue, DELETE=topology.delete_queue),
+    route(_Q + "/contents", DELETE=topology.purge_queue),
+    route(_Q + "/get", POST=topology.get_messages),
+    route(_Q + "/bindings", GET=topology.queue_bindings),
+    route("/api/exchanges", GET=topology.list_exchanges),
+    route("/api/exchanges/{vhost}", GET=topology.list_exchanges),
+    route(_X, GET=topology.get_exchange, PUT=topology.put_exchange, DELETE=topology.delete_exchange),
+    route(_X + "/publish", POST=topology.publish),
+    route(_X + "/bindings/{side}", GET=topology.exchange_bindings),
+    route("/api/bindings", GET=topology.list_bindings),
+    route("/api/bindings/{vhost}", GET=topology.list_bindings),
+    route(_B, GET=topology.list_pair_bindings, POST=topology.post_binding),
+    route(_B + "/{props}", GET=topology.get_binding, DELETE=topology.delete_binding),
+    route("/api/policies", GET=topology.list_policies),
+    route("/api/policies/{vhost}", GET=topology.list_policies),
+    route(
+        "/api/policies/{vhost}/{name}",
+        GET=topology.get_policy,
+        PUT=topology.put_policy,
+        DELETE=topology.delete_policy,
+    ),
+    route("/api/operator-policies", GET=topology.list_policies),
+    route("/api/operator-policies/{vhost}", GET=topology.list_policies),
+    route(
+        "/api/operator-policies/{vhost}/{name}",
+        GET=topology.get_policy,
+        PUT=topology.put_policy,
+        DELETE=topology.delete_policy,
+    ),
+    route("/api/connections", GET=admin.list_connections),
+    route("/api/connections/{name}", GET=admin.get_connection, DELETE=admin.delete_connection),
+    route("/api/connections/{name}/channels", GET=admin.connection_channels),
+    route("/api/channels", GET=admin.list_channels),
+    route("/api/channels/{name}", GET=admin.get_channel),
+    route("/api/consumers", GET=admin.list_consumers),
+    route("/api/consumers/{vhost}", GET=admin.list_consumers),
+    route("/api/definitions", GET=admin.get_definitions, POST=admin.post_definitions),
+    route("/api/definitions/{vhost}", GET=admin.get_definitions, POST=admin.post_definitions),
+    route("/api/fakerabbit/clock", GET=admin.get_clock),
+    route("/api/fakerabbit/clock/advance", POST=admin.advance_clock),
+    route("/api/fakerabbit/reset", POST=admin.reset),
+    route("/api/fakerabbit/events", GET=admin.events),
+)
+
+_AUTH_HEADERS = {"www-authenticate": 'Basic realm="RabbitMQ Management"'}
+
+
+class ManagementAPI:
+    """Answers management API requests for one :class:`~fakerabbit.FakeRabbit`, on the server's loop."""
+
+    def __init__(self, rabbit: FakeRabbit) -> None:
+        self.rabbit = rabbit
+
+    def _authenticate(self, request: Request) -> str:
+        header = request.header("authorization")
+        scheme, _, credentials = header.partition(" ")
+        if scheme.lower() != "basic" or not credentials:
+            raise APIError(401, "not_authorized", "Not_Authorized", _AUTH_HEADERS)
+        try:
+            user, sep, password = base64.b64decode(credentials.strip(), validate=True).decode("utf-8").partition(":")
+        except (binascii.Error, ValueError):
+            raise APIError(401, "not_authorized", "Login failed", _AUTH_HEADERS) from None
+        if not sep or not self.rabbit.broker.auth.authenticate(user, password):
+            raise APIError(401, "not_authorized", "Login failed", _AUTH_HEADERS)
+        return user
+
+    def handle(self, request: Request) -> Response:
+        """One request: route (404), method (405), credentials (401), then the handler."""
+        server = self.rabbit.server
+        try:
+            for r in ROUTES:
+                params = r.match(request.segments)
+                if params is not None:
+                    break
+            else:
+                raise not_found()
+            allowed = sorted(r.methods)
+            allow = ", ".join((["HEAD"] if "GET" in r.methods else []) + allowed + ["OPTIONS"])
+            method = "GET" if request.method == "HEAD" else request.method
+            if method == "OPTIONS":
+                return Response(200, b"", {"allow": allow})
+            handler = r.methods.get(method)
+            if handler is None:
+                raise APIError(405, "Method Not Allowed", f"{request.method} is not allowed here", {"allow": allow})
+            user = self._authenticate(request)
+            server.drain_inbound()  # see what clients sent before this request
+            return handler(Ctx(request, params, user, self.rabbit))
+        except APIError as exc:
+            return exc.response()
+        finally:
+            server.flush()
+
+
+__all__ = ["ROUTES", "ManagementAPI", "json_response"]

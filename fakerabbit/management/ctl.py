@@ -1,0 +1,585 @@
+"""``fakerabbit ctl``: rabbitmqctl's common commands, spoken over the management HTTP API (stdlib only).
+
+``fakerabbit ctl set_policy DLX ".*" '{"dead-letter-exchange":"my-dlx"}' --apply-to queues`` works as RabbitMQ's
+documentation writes it for ``rabbitmqctl``. Output follows rabbitmqctl: an informational line (hidden by
+``-q``), then tab-separated tables with a header row (hidden by ``--no-table-headers``). Errors go to stderr as
+``Error:`` and a reason; exit status 69 when the broker refuses, 64 for bad usage, 0 otherwise.
+
+The API is found at ``--management-url`` (default ``$FAKERABBIT_MANAGEMENT_URL``, else
+``http://guest:guest@127.0.0.1:15672``); credentials come from the URL or ``--username`` / ``--password``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+from urllib.parse import quote, urlsplit, urlunsplit
+
+EX_OK, EX_USAGE, EX_UNAVAILABLE = 0, 64, 69
+DEFAULT_URL = "http://guest:guest@127.0.0.1:15672"
+
+
+class CtlError(Exception):
+    """A command failed: ``message`` goes to stderr after ``Error:``."""
+
+    def __init__(self, message: str, status: int = EX_UNAVAILABLE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class HTTPFailure(CtlError):
+    """The API answered with an error status."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+
+
+class Client:
+    """A minimal management API client on urllib."""
+
+    def __init__(self, url: str, username: str | None, password: str | None, timeout: float = 30.0) -> None:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        self.username = username if username is not None else (parts.username or "guest")
+        self.password = password if password is not None else (parts.password or "guest")
+        host = parts.hostname or "127.0.0.1"
+        netloc = f"[{host}]" if ":" in host else host
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+        self.base = urlunsplit((parts.scheme or "http", netloc, parts.path.rstrip("/"), "", ""))
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
+        """Send a request; returns the parsed JSON answer (``None`` for an empty one)."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        token = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            reason: Any = raw.decode("utf-8", "replace") or exc.reason
+            with contextlib.suppress(ValueError, AttributeError):
+                reason = json.loads(raw).get("reason", reason)
+            raise HTTPFailure(exc.code, reason if isinstance(reason, str) else json.dumps(reason)) from None
+        except (urllib.error.URLError, OSError) as exc:
+            why = getattr(exc, "reason", exc)
+            raise CtlError(f"could not reach the management API at {self.base}: {why}") from None
+        return json.loads(raw) if raw.strip() else None
+
+
+def _q(name: str) -> str:
+    return quote(name, safe="")
+
+
+# -- output ---------------------------------------------------------------------------------------------------------
+class Output:
+    def __init__(self, quiet: bool, headers: bool) -> None:
+        self.quiet = quiet
+        self.headers = headers
+
+    def info(self, text: str) -> None:
+        if not self.quiet:
+            print(text, flush=True)
+
+    def table(self, columns: Sequence[str], rows: list[list[Any]]) -> None:
+        if self.headers:
+            print("\t".join(columns))
+        for row in rows:
+            print("\t".join(_cell(v) for v in row))
+        sys.stdout.flush()
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+# -- commands ---------------------------------------------------------------------------------------------------------
+QUEUE_COLUMNS = (
+    "name",
+    "durable",
+    "auto_delete",
+    "exclusive",
+    "arguments",
+    "policy",
+    "operator_policy",
+    "effective_policy_definition",
+    "messages",
+    "messages_ready",
+    "messages_unacknowledged",
+    "message_bytes",
+    "message_bytes_ready",
+    "message_bytes_unacknowledged",
+    "consumers",
+    "exclusive_consumer_tag",
+    "single_active_consumer_tag",
+    "type",
+    "state",
+    "vhost",
+)
+EXCHANGE_COLUMNS = ("name", "type", "durable", "auto_delete", "internal", "arguments", "vhost")
+BINDING_COLUMNS = (
+    "source_name",
+    "source_kind",
+    "destination_name",
+    "destination_kind",
+    "routing_key",
+    "arguments",
+    "vhost",
+)
+CONNECTION_COLUMNS = (
+    "name",
+    "user",
+    "vhost",
+    "peer_host",
+    "peer_port",
+    "host",
+    "port",
+    "state",
+    "channels",
+    "protocol",
+    "timeout",
+    "frame_max",
+    "channel_max",
+    "client_properties",
+    "user_provided_name",
+)
+CONSUMER_COLUMNS = (
+    "queue_name",
+    "channel_pid",
+    "consumer_tag",
+    "ack_required",
+    "prefetch_count",
+    "active",
+    "arguments",
+)
+
+
+def _columns(given: list[str], allowed: Sequence[str], default: Sequence[str]) -> list[str]:
+    cols = [c for arg in given for c in arg.split(",") if c] or list(default)
+    unknown = [c for c in cols if c not in allowed]
+    if unknown:
+        raise CtlError(f"Info key(s) {','.join(unknown)} are not supported; supported: {', '.join(allowed)}", EX_USAGE)
+    return cols
+
+
+def _binding_value(b: dict[str, Any], col: str) -> Any:
+    return {
+        "source_name": b.get("source"),
+        "source_kind": "exchange",
+        "destination_name": b.get("destination"),
+        "destination_kind": b.get("destination_type"),
+    }.get(col, b.get(col))
+
+
+def _consumer_value(c: dict[str, Any], col: str) -> Any:
+    if col == "queue_name":
+        return c["queue"]["name"]
+    if col == "channel_pid":
+        return c["channel_details"]["name"]
+    return c.get(col)
+
+
+Command = Callable[[Client, argparse.Namespace, Output], int]
+
+
+def _policy_args(a: argparse.Namespace) -> dict[str, Any]:
+    try:
+        definition = json.loads(a.definition)
+    except ValueError as exc:
+        raise CtlError(f"JSON decoding error. Reason: {exc}") from None
+    try:
+        priority: int | float = int(a.priority)
+    except ValueError:
+        try:
+            priority = float(a.priority)
+        except ValueError:
+            raise CtlError(f"priority should be a number, actually was {a.priority!r}") from None
+    return {"pattern": a.pattern, "definition": definition, "priority": priority, "apply-to": a.apply_to}
+
+
+def cmd_set_policy(c: Client, a: argparse.Namespace, out: Output) -> int:
+    body = _policy_args(a)
+    kind = "operator-policies" if a.command == "set_operator_policy" else "policies"
+    what = "operator policy override" if kind == "operator-policies" else "policy"
+    out.info(
+        f'Setting {what} "{a.name}" for pattern "{a.pattern}" to "{a.definition}" with priority '
+        f'"{a.priority}" for vhost "{a.vhost}" ...'
+    )
+    c.request("PUT", f"/api/{kind}/{_q(a.vhost)}/{_q(a.name)}", body)
+    return EX_OK
+
+
+def cmd_clear_policy(c: Client, a: argparse.Namespace, out: Output) -> int:
+    operator = a.command == "clear_operator_policy"
+    kind = "operator-policies" if operator else "policies"
+    out.info(f'Clearing {"operator policy" if operator else "policy"} "{a.name}" on vhost "{a.vhost}" ...')
+    try:
+        c.request("DELETE", f"/api/{kind}/{_q(a.vhost)}/{_q(a.name)}")
+    except HTTPFailure as exc:
+        if exc.code == 404:
+            raise CtlError("Parameter does not exist") from None
+        raise
+    return EX_OK
+
+
+def cmd_list_policies(c: Client, a: argparse.Namespace, out: Output) -> int:
+    operator = a.command == "list_operator_policies"
+    kind = "operator-policies" if operator else "policies"
+    out.info(f'Listing {"operator policy overrides" if operator else "policies"} for vhost "{a.vhost}" ...')
+    rows = c.request("GET", f"/api/{kind}/{_q(a.vhost)}") or []
+    cols = ["vhost", "name", "pattern", "apply-to", "definition", "priority"]
+    out.table(cols, [[p.get(k) for k in cols] for p in rows])
+    return EX_OK
+
+
+def cmd_list_queues(c: Client, a: argparse.Namespace, out: Output) -> int:
+    cols = _columns(a.columns, QUEUE_COLUMNS, ("name", "messages"))
+    out.info(f"Timeout: {a.timeout:.1f} seconds ...\nListing queues for vhost {a.vhost} ...")
+    rows = c.request("GET", f"/api/queues/{_q(a.vhost)}") or []
+    out.table(cols, [[q.get(k) for k in cols] for q in rows])
+    return EX_OK
+
+
+def cmd_list_exchanges(c: Client, a: argparse.Namespace, out: Output) -> int:
+    cols = _columns(a.columns, EXCHANGE_COLUMNS, ("name", "type"))
+    out.info(f"Listing exchanges for vhost {a.vhost} ...")
+    rows = c.request("GET", f"/api/exchanges/{_q(a.vhost)}") or []
+    out.table(cols, [[x.get(k) for k in cols] for x in rows])
+    return EX_OK
+
+
+def cmd_list_bindings(c: Client, a: argparse.Namespace, out: Output) -> int:
+    cols = _columns(a.columns, BINDING_COLUMNS, BINDING_COLUMNS[:-1])
+    out.info(f"Listing bindings for vhost {a.vhost}...")
+    rows = c.request("GET", f"/api/bindings/{_q(a.vhost)}") or []
+    out.table(cols, [[_binding_value(b, k) for k in cols] for b in rows])
+    return EX_OK
+
+
+def cmd_list_connections(c: Client, a: argparse.Namespace, out: Output) -> int:
+    cols = _columns(a.columns, CONNECTION_COLUMNS, ("user", "peer_host", "peer_port", "state"))
+    out.info("Listing connections ...")
+    rows = c.request("GET", "/api/connections") or []
+    out.table(cols, [[x.get(k) for k in cols] for x in rows])
+    return EX_OK
+
+
+def cmd_list_consumers(c: Client, a: argparse.Namespace, out: Output) -> int:
+    cols = _columns(a.columns, CONSUMER_COLUMNS, CONSUMER_COLUMNS)
+    out.info(f"Listing consumers in vhost {a.vhost} ...")
+    rows = c.request("GET", f"/api/consumers/{_q(a.vhost)}") or []
+    out.table(cols, [[_consumer_value(x, k) for k in cols] for x in rows])
+    return EX_OK
+
+
+def cmd_list_vhosts(c: Client, a: argparse.Namespace, out: Output) -> int:
+    out.info("Listing vhosts ...")
+    out.table(["name"], [[v["name"]] for v in c.request("GET", "/api/vhosts") or []])
+    return EX_OK
+
+
+def cmd_list_users(c: Client, a: argparse.Namespace, out: Output) -> int:
+    out.info("Listing users ...")
+    rows = c.request("GET", "/api/users") or []
+    out.table(["user", "tags"], [[u["name"], "[" + ", ".join(u.get("tags", [])) + "]"] for u in rows])
+    return EX_OK
+
+
+def cmd_add_vhost(c: Client, a: argparse.Namespace, out: Output) -> int:
+    out.info(f'Adding vhost "{a.name}" ...')
+    c.request("PUT", f"/api/vhosts/{_q(a.name)}", {})
+    return EX_OK
+
+
+def cmd_delete_vhost(c: Client, a: argparse.Namespace, out: Output) -> int:
+    out.info(f'Deleting vhost "{a.name}" ...')
+    c.request("DELETE", f"/api/vhosts/{_q(a.name)}")
+    return EX_OK
+
+
+def cmd_add_user(c: Client, a: argparse.Namespace, out: Output) -> int:
+    out.info(f'Adding user "{a.name}" ...')
+    c.request("PUT", f"/api/users/{_q(a.name)}", {"password": a.password, "tags": ""})
+    return EX_OK
+
+
+def cmd_delete_user(c: Client, a: argparse.Namespace, out: Output) -> int:
+    out.info(f'Deleting user "{a.name}" ...')
+    c.request("DELETE", f"/api/users/{_q(a.name)}")
+    return EX_OK
+
+
+def cmd_set_permissions(c: Client, a: argparse.Namespace, out: Output) -> int:
+    out.info(f'Setting permissions for user "{a.user}" in vhost "{a.vhost}" ...')
+    body = {"configure": a.conf, "write": a.write, "read": a.read}
+    c.request("PUT", f"/api/permissions/{_q(a.vhost)}/{_q(a.user)}", body)
+    return EX_OK
+
+
+def cmd_purge_queue(c: Client, a: argparse.Namespace, out: Output) -> int:
+    out.info(f"Purging queue '{a.queue}' in vhost '{a.vhost}' ...")
+    try:
+        c.request("DELETE", f"/api/queues/{_q(a.vhost)}/{_q(a.queue)}/contents")
+    except HTTPFailure as exc:
+        if exc.code == 404:
+            raise CtlError("not_found") from None
+        raise
+    return EX_OK
+
+
+def cmd_delete_queue(c: Client, a: argparse.Namespace, out: Output) -> int:
+    out.info(f"Deleting queue '{a.queue}' on vhost '{a.vhost}' ...")
+    path = f"/api/queues/{_q(a.vhost)}/{_q(a.queue)}"
+    try:
+        q = c.request("GET", path)
+        flags = [f for f, on in (("if-empty=true", a.if_empty), ("if-unused=true", a.if_unused)) if on]
+        c.request("DELETE", path + ("?" + "&".join(flags) if flags else ""))
+    except HTTPFailure as exc:
+        if exc.code == 404:
+            raise CtlError("Queue not found", EX_USAGE) from None
+        raise
+    print(f"Queue was successfully deleted with {q.get('messages_ready', 0)} ready messages")
+    return EX_OK
+
+
+def cmd_close_all_connections(c: Client, a: argparse.Namespace, out: Output) -> int:
+    where = "on all vhosts" if a.global_ else f"in vhost {a.vhost}"
+    out.info(f"Closing all connections {where}, reason: {a.explanation}...")
+    conns = c.request("GET", "/api/connections") or []
+    targets = [x for x in conns if a.global_ or x.get("vhost") == a.vhost]
+    if a.limit is not None:
+        targets = targets[: a.limit]
+    closed = 0
+    for x in targets:
+        try:
+            c.request("DELETE", f"/api/connections/{_q(x['name'])}", headers={"X-Reason": a.explanation})
+            closed += 1
+        except HTTPFailure as exc:
+            if exc.code != 404:  # already gone
+                raise
+    print(f"Closed {closed} connections")
+    return EX_OK
+
+
+def cmd_close_connection(c: Client, a: argparse.Namespace, out: Output) -> int:
+    out.info(f'Closing connection "{a.connection}", reason: {a.explanation}...')
+    c.request("DELETE", f"/api/connections/{_q(a.connection)}", headers={"X-Reason": a.explanation})
+    return EX_OK
+
+
+def cmd_export_definitions(c: Client, a: argparse.Namespace, out: Output) -> int:
+    defs = c.request("GET", "/api/definitions")
+    text = json.dumps(defs, indent=2, sort_keys=True)
+    if a.path == "-":
+        print(text)
+    else:
+        out.info(f'Exporting definitions in JSON to a file at "{a.path}" ...')
+        with open(a.path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    return EX_OK
+
+
+def cmd_import_definitions(c: Client, a: argparse.Namespace, out: Output) -> int:
+    try:
+        if a.path == "-":
+            raw = sys.stdin.read()
+        else:
+            out.info(f'Importing definitions in JSON from a file at "{a.path}" ...')
+            with open(a.path, encoding="utf-8") as f:
+                raw = f.read()
+    except OSError as exc:
+        raise CtlError(f"cannot read {a.path}: {exc.strerror}") from None
+    try:
+        defs = json.loads(raw)
+    except ValueError as exc:
+        raise CtlError(f"JSON decoding error. Reason: {exc}") from None
+    c.request("POST", "/api/definitions", defs)
+    out.info("Successfully imported definitions")
+    return EX_OK
+
+
+def cmd_advance(c: Client, a: argparse.Namespace, out: Output) -> int:
+    try:
+        seconds = float(a.seconds)
+    except ValueError:
+        raise CtlError(f"SECONDS must be a number, not {a.seconds!r}", EX_USAGE) from None
+    body: dict[str, Any] = {"seconds": int(seconds) if seconds.is_integer() else seconds}
+    clock = c.request("POST", "/api/fakerabbit/clock/advance", body)
+    out.info(f"Advanced the clock by {a.seconds} s")
+    print(clock["now"])
+    return EX_OK
+
+
+def cmd_clock(c: Client, a: argparse.Namespace, out: Output) -> int:
+    clock = c.request("GET", "/api/fakerabbit/clock")
+    print(clock["now"])
+    return EX_OK
+
+
+def cmd_reset(c: Client, a: argparse.Namespace, out: Output) -> int:
+    out.info("Resetting fakerabbit (connections, queues, exchanges, bindings, policies, events) ...")
+    c.request("POST", "/api/fakerabbit/reset")
+    return EX_OK
+
+
+def cmd_events(c: Client, a: argparse.Namespace, out: Output) -> int:
+    params = [f"{k}={quote(v, safe=',')}" for k, v in (("kind", a.kind), ("queue", a.queue)) if v]
+    rows = c.request("GET", "/api/fakerabbit/events" + ("?" + "&".join(params) if params else "")) or []
+    for e in rows:
+        details = " ".join(f"{k}={json.dumps(v)}" for k, v in e["details"].items())
+        msg = f" #{e['message_id']}" if e["message_id"] is not None else ""
+        print(f"{e['time']}{msg} {e['kind']} {details}".rstrip())
+    return EX_OK
+
+
+def cmd_await_startup(c: Client, a: argparse.Namespace, out: Output) -> int:
+    deadline = time.monotonic() + a.timeout
+    while True:
+        try:
+            c.request("GET", "/api/overview")
+            return EX_OK
+        except HTTPFailure:
+            raise
+        except CtlError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+
+
+# -- argument parsing -------------------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EX_USAGE, f"Error (argument validation): {message}\n")
+
+
+def _common(suppress: bool) -> _Parser:
+    """Options rabbitmqctl accepts before or after the command."""
+    d: Any = argparse.SUPPRESS
+
+    def default(value: Any) -> Any:
+        return d if suppress else value
+
+    p = _Parser(add_help=False)
+    p.add_argument(
+        "--management-url",
+        default=default(os.environ.get("FAKERABBIT_MANAGEMENT_URL", DEFAULT_URL)),
+        metavar="URL",
+        help="the management API (default $FAKERABBIT_MANAGEMENT_URL or http://guest:guest@127.0.0.1:15672)",
+    )
+    p.add_argument("--username", default=default(None), help="user (default: from the URL, else guest)")
+    p.add_argument("--password", default=default(None), help="password (default: from the URL, else guest)")
+    p.add_argument("-p", "--vhost", default=default("/"), help="virtual host (default /)")
+    p.add_argument("-q", "--quiet", "-s", "--silent", action="store_true", default=default(False))
+    p.add_argument("--no-table-headers", action="store_true", default=default(False))
+    p.add_argument("-t", "--timeout", type=float, default=default(60.0), help="seconds to wait for the API")
+    p.add_argument("-n", "--node", default=default(None), help="ignored (accepted for rabbitmqctl compatibility)")
+    p.add_argument("-l", "--longnames", action="store_true", default=default(False), help="ignored")
+    return p
+
+
+def add_ctl_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``ctl`` subcommand (with its own subcommands) to the ``fakerabbit`` parser."""
+    ctl: argparse.ArgumentParser = sub.add_parser(
+        "ctl",
+        parents=[_common(False)],
+        help="rabbitmqctl-style commands over the management API",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = ctl.add_subparsers(dest="ctl_command", required=True, metavar="COMMAND", parser_class=_Parser)
+    common = _common(True)
+
+    def cmd(name: str, fn: Command, help_: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = commands.add_parser(name, parents=[common], help=help_, description=help_)
+        p.set_defaults(func=fn)
+        return p
+
+    for name, operator in (("set_policy", False), ("set_operator_policy", True)):
+        p = cmd(name, cmd_set_policy, f"set {'an operator' if operator else 'a'} policy")
+        p.add_argument("--priority", default="0")
+        p.add_argument("--apply-to", default="all", help="queues, exchanges or all (default all)")
+        p.add_argument("name")
+        p.add_argument("pattern")
+        p.add_argument("definition", help="JSON object")
+    cmd("clear_policy", cmd_clear_policy, "remove a policy").add_argument("name")
+    cmd("clear_operator_policy", cmd_clear_policy, "remove an operator policy").add_argument("name")
+    cmd("list_policies", cmd_list_policies, "list the vhost's policies")
+    cmd("list_operator_policies", cmd_list_policies, "list the vhost's operator policies")
+    for name, fn, what in (
+        ("list_queues", cmd_list_queues, "queues"),
+        ("list_exchanges", cmd_list_exchanges, "exchanges"),
+        ("list_bindings", cmd_list_bindings, "bindings"),
+        ("list_connections", cmd_list_connections, "connections"),
+        ("list_consumers", cmd_list_consumers, "consumers"),
+    ):
+        cmd(name, fn, f"list {what} [columns ...]").add_argument("columns", nargs="*")
+    cmd("list_vhosts", cmd_list_vhosts, "list virtual hosts")
+    cmd("list_users", cmd_list_users, "list users")
+    cmd("add_vhost", cmd_add_vhost, "create a virtual host").add_argument("name")
+    cmd("delete_vhost", cmd_delete_vhost, "delete a virtual host").add_argument("name")
+    p = cmd("add_user", cmd_add_user, "create a user")
+    p.add_argument("name")
+    p.add_argument("password")
+    cmd("delete_user", cmd_delete_user, "delete a user").add_argument("name")
+    p = cmd("set_permissions", cmd_set_permissions, "set a user's permissions on the vhost")
+    for arg in ("user", "conf", "write", "read"):
+        p.add_argument(arg)
+    cmd("purge_queue", cmd_purge_queue, "drop a queue's ready messages").add_argument("queue")
+    p = cmd("delete_queue", cmd_delete_queue, "delete a queue")
+    p.add_argument("queue")
+    p.add_argument("-e", "--if-empty", action="store_true")
+    p.add_argument("-u", "--if-unused", action="store_true")
+    p = cmd("close_all_connections", cmd_close_all_connections, "close every client connection of the vhost")
+    p.add_argument("--global", dest="global_", action="store_true", help="every vhost")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--per-connection-delay", type=int, default=0, help="ignored")
+    p.add_argument("explanation")
+    p = cmd("close_connection", cmd_close_connection, "close one connection (its name as list_connections name)")
+    p.add_argument("connection")
+    p.add_argument("explanation")
+    cmd("export_definitions", cmd_export_definitions, "write definitions to PATH (- for stdout)").add_argument("path")
+    cmd("import_definitions", cmd_import_definitions, "load definitions from PATH (- for stdin)").add_argument("path")
+    cmd("advance", cmd_advance, "move the virtual clock forward SECONDS").add_argument("seconds")
+    cmd("clock", cmd_clock, "print the broker's time")
+    cmd("reset", cmd_reset, "drop every connection, queue, exchange, binding, policy and event")
+    p = cmd("events", cmd_events, "print what happened to messages")
+    p.add_argument("--kind", default="", help="comma-separated event kinds")
+    p.add_argument("--queue", default="")
+    cmd("await_startup", cmd_await_startup, "wait until the management API answers (up to --timeout seconds)")
+    return ctl
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed ``fakerabbit ctl`` command."""
+    out = Output(args.quiet, not args.no_table_headers)
+    client = Client(args.management_url, args.username, args.password, timeout=max(args.timeout, 1.0))
+    func: Command = args.func
+    try:
+        return func(client, args, out)
+    except CtlError as exc:
+        print(f"Error:\n{exc.message}", file=sys.stderr)
+        return exc.status

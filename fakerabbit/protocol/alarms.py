@@ -1,0 +1,84 @@
+"""Resource alarms: RabbitMQ's memory (and disk) alarm and the publisher blocking it causes.
+
+RabbitMQ raises the memory alarm when the node uses more memory than its high watermark and clears it when
+usage drops back below. While an alarm is on, every connection that publishes (sends a content header or body
+frame) is blocked: the broker stops reading its socket and, if the client announced the ``connection.blocked``
+capability, sends ``connection.blocked`` with a reason such as ``"low on memory"``. Connections that only consume
+are not blocked. When every alarm has cleared, blocked connections get ``connection.unblocked`` and are read
+again (``rabbit_reader``'s ``control_throttle``).
+
+fakerabbit measures "memory" as the bytes of message bodies it holds (ready and unacknowledged), so a test can
+set ``FakeRabbit(memory_high_watermark=...)`` to a number of bytes and watch publishers get blocked. A test can
+also raise and clear an alarm directly with :meth:`ResourceAlarms.set_alarm`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fakerabbit.server import Server
+
+RESOURCES = ("memory", "disk")
+
+
+class ResourceAlarms:
+    """The node's alarms; owned by the server, consulted by every connection."""
+
+    def __init__(self, server: Server, memory_high_watermark: int | None = None) -> None:
+        self.server = server
+        #: Bytes of message bodies (ready + unacknowledged) above which the memory alarm goes off; None: never.
+        self.memory_high_watermark = memory_high_watermark
+        self.active: set[str] = set()
+        self._forced: set[str] = set()
+
+    @property
+    def blocking(self) -> bool:
+        return bool(self.active)
+
+    def reason(self) -> str:
+        """``rabbit_reader:blocked_by_message/1``."""
+        return "low on " + " & ".join(r for r in RESOURCES if r in self.active)
+
+    def set_alarm(self, resource: str = "memory", active: bool = True) -> None:
+        """Raise or clear an alarm by hand (as ``rabbitmqctl set_vm_memory_high_watermark`` would cause).
+
+        A raised alarm stays on until cleared here, whatever the watermark says."""
+        if resource not in RESOURCES:
+            raise ValueError(f"resource must be one of {RESOURCES}, not {resource!r}")
+        if active:
+            self._forced.add(resource)
+        else:
+            self._forced.discard(resource)
+        self._update(resource, active)
+
+    def memory_used(self) -> int:
+        """Bytes of message bodies held: ready in queues plus delivered and not yet acknowledged."""
+        broker = self.server.broker
+        total = 0
+        for vhost in broker.vhosts.values():
+            for q in vhost.queues.values():
+                total += q.ready_bytes
+        for conn in broker.connections.values():
+            for session in conn.sessions.values():
+                total += session.unacked_bytes
+        return total
+
+    def check(self) -> None:
+        """Re-evaluate the memory alarm against the watermark (called whenever the server flushes)."""
+        limit = self.memory_high_watermark
+        if limit is None or "memory" in self._forced:
+            return
+        over = self.memory_used() > limit
+        if over != ("memory" in self.active):
+            self._update("memory", over)
+
+    def _update(self, resource: str, active: bool) -> None:
+        before = set(self.active)
+        if active:
+            self.active.add(resource)
+        else:
+            self.active.discard(resource)
+        if self.active != before:
+            for conn in list(self.server.connections):
+                conn.control_throttle()

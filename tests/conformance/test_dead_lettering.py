@@ -1,0 +1,583 @@
+"""When messages are dead-lettered and where they go (spec sections A, B; section Q scenarios 1-15, 34).
+
+Each test runs against fakerabbit and, with ``FAKERABBIT_REAL_URL``, a real RabbitMQ. Scenario numbers refer to
+the spec's port of ``dead_lettering_SUITE`` (section Q). Classic and quorum (at-most-once) queues are covered
+where the suite runs both.
+"""
+
+from __future__ import annotations
+
+import pika
+import pytest
+
+from tests.conformance.conftest import Target, pump, settle
+from tests.conformance.dlhelpers import (
+    QUEUE_TYPES,
+    anchored,
+    declare,
+    drain,
+    empty,
+    eventually,
+    get,
+    pub,
+    quiet,
+    ready,
+    setup,
+    wait_ready,
+)
+
+# ---------------------------------------------------------------------------------------------------------
+# A. When a message is dead-lettered
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q01_dead_letter_nack(broker: Target, ch, qtype: str) -> None:
+    """DL-1, Q1: nack without requeue dead-letters exactly the nacked message."""
+    q, dlq, _ = setup(broker, ch, qtype)
+    for b in ("m1", "m2", "m3"):
+        pub(ch, q, b)
+    tags = [get(ch, q)[0].delivery_tag for _ in range(3)]
+    ch.basic_nack(tags[2], requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    assert ready(ch, q) == 0
+    assert drain(ch, dlq) == [b"m3"]
+    ch.basic_nack(tags[0], requeue=False)
+    ch.basic_nack(tags[1], requeue=False)
+    wait_ready(broker, ch, dlq, 2)
+    assert empty(ch, q)
+    assert drain(ch, dlq) == [b"m1", b"m2"]
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q02_dead_letter_multiple_nack(broker: Target, ch, qtype: str) -> None:
+    """DL-1, DL-2, Q2: nack(multiple) dead-letters every outstanding tag up to the given one, in tag order."""
+    q, dlq, _ = setup(broker, ch, qtype)
+    for b in ("m1", "m2", "m3"):
+        pub(ch, q, b)
+    tags = [get(ch, q)[0].delivery_tag for _ in range(3)]
+    ch.basic_nack(tags[2], multiple=True, requeue=False)
+    wait_ready(broker, ch, dlq, 3)
+    assert drain(ch, dlq) == [b"m1", b"m2", b"m3"]
+    assert empty(ch, q)
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q03_dead_letter_nack_requeue(broker: Target, ch, qtype: str) -> None:
+    """DL-1, Q3: nack with requeue does not dead-letter; the message is ready again."""
+    q, dlq, _ = setup(broker, ch, qtype)
+    for b in ("m1", "m2", "m3"):
+        pub(ch, q, b)
+    tags = [get(ch, q)[0].delivery_tag for _ in range(3)]
+    ch.basic_nack(tags[2], requeue=True)
+    wait_ready(broker, ch, q, 1)
+    method, _, body = get(ch, q)
+    assert body == b"m3" and method.redelivered is True
+    assert empty(ch, q)
+    quiet(broker)
+    assert ready(ch, dlq) == 0
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q04_dead_letter_nack_requeue_multiple(broker: Target, ch, qtype: str) -> None:
+    """DL-1, Q4: nack(multiple, requeue) puts all back, in order; nothing is dead-lettered."""
+    q, dlq, _ = setup(broker, ch, qtype)
+    for b in ("m1", "m2", "m3"):
+        pub(ch, q, b)
+    tags = [get(ch, q)[0].delivery_tag for _ in range(3)]
+    ch.basic_nack(tags[2], multiple=True, requeue=True)
+    wait_ready(broker, ch, q, 3)
+    assert drain(ch, q) == [b"m1", b"m2", b"m3"]
+    quiet(broker)
+    assert ready(ch, dlq) == 0
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q05_dead_letter_reject(broker: Target, ch, qtype: str) -> None:
+    """DL-1, Q5: basic.reject without requeue dead-letters; the rest of the queue is untouched."""
+    q, dlq, _ = setup(broker, ch, qtype)
+    for b in ("m1", "m2", "m3"):
+        pub(ch, q, b)
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    assert drain(ch, dlq) == [b"m1"]
+    assert drain(ch, q) == [b"m2", b"m3"]
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q07_dead_letter_reject_many(broker: Target, conn, qtype: str) -> None:
+    """Q7: 100 consumed and rejected messages reach the DLQ in publish order."""
+    ch = conn.channel()
+    q, dlq, _ = setup(broker, ch, qtype)
+    for i in range(1, 101):
+        pub(ch, q, str(i))
+    seen: list[int] = []
+
+    def on(chan, method, props, body) -> None:
+        seen.append(1)
+        chan.basic_reject(method.delivery_tag, requeue=False)
+
+    ch.basic_consume(q, on)
+    pump(conn, lambda: len(seen) == 100)
+    assert len(seen) == 100
+    ch2 = conn.channel()
+    wait_ready(broker, ch2, dlq, 100)
+    assert drain(ch2, dlq) == [str(i).encode() for i in range(1, 101)]
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q08_dead_letter_reject_requeue(broker: Target, ch, qtype: str) -> None:
+    """Q8, POL-2: reject with requeue puts m1 back at the head (delivery-limit policy: harmless on classic)."""
+    q, dlq, _ = setup(broker, ch, qtype)
+    broker.set_policy(broker.name("pol"), anchored(q), {"delivery-limit": 50})
+    for b in ("m1", "m2", "m3"):
+        pub(ch, q, b)
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=True)
+    wait_ready(broker, ch, q, 3)
+    assert drain(ch, q) == [b"m1", b"m2", b"m3"]
+    quiet(broker)
+    assert ready(ch, dlq) == 0
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q09_dead_letter_max_length_drop_head(broker: Target, ch, qtype: str) -> None:
+    """DL-4, Q9: drop-head overflow dead-letters the oldest messages with reason maxlen."""
+    q, dlq, _ = setup(broker, ch, qtype, {"x-max-length": 1})
+    for b in ("m1", "m2", "m3"):
+        pub(ch, q, b)
+    wait_ready(broker, ch, dlq, 2)
+    _, props, body = get(ch, dlq)
+    assert body == b"m1" and props.headers["x-death"][0]["reason"] == "maxlen"
+    _, props, body = get(ch, dlq)
+    assert body == b"m2" and props.headers["x-death"][0]["reason"] == "maxlen"
+    assert drain(ch, q) == [b"m3"]
+
+
+def test_q10_dead_letter_max_length_reject_publish_dlx(broker: Target, ch) -> None:
+    """DL-5, Q10: reject-publish-dlx keeps the queue and dead-letters each new message that does not fit."""
+    q, dlq, _ = setup(broker, ch, "classic", {"x-max-length": 1, "x-overflow": "reject-publish-dlx"})
+    for b in ("m1", "m2", "m3"):
+        pub(ch, q, b)
+    wait_ready(broker, ch, dlq, 2)
+    got = []
+    for _ in range(2):
+        _, props, body = get(ch, dlq)
+        got.append((body, props.headers["x-death"][0]["reason"], props.headers["x-death"][0]["queue"]))
+    assert got == [(b"m2", "maxlen", q), (b"m3", "maxlen", q)]
+    assert drain(ch, q) == [b"m1"]
+
+
+def test_reject_publish_dlx_nacks_the_publisher(broker: Target, ch) -> None:
+    """DL-5: with confirms on, a publish that reject-publish-dlx dead-letters is nacked (and still dead-lettered)."""
+    q, dlq, _ = setup(broker, ch, "classic", {"x-max-length": 1, "x-overflow": "reject-publish-dlx"})
+    ch.confirm_delivery()
+    pub(ch, q, "m1")
+    with pytest.raises(pika.exceptions.NackError):
+        pub(ch, q, "m2")
+    wait_ready(broker, ch, dlq, 1)
+    assert drain(ch, dlq) == [b"m2"]
+    assert drain(ch, q) == [b"m1"]
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q11_dead_letter_reject_requeue_reject_norequeue(broker: Target, ch, qtype: str) -> None:
+    """Q11: a requeued then rejected message is dead-lettered once."""
+    q, dlq, _ = setup(broker, ch, qtype)
+    pub(ch, q, "m")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=True)
+    wait_ready(broker, ch, q, 1)
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    assert drain(ch, dlq) == [b"m"]
+    assert empty(ch, q)
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q12_nack_requeue_nack_norequeue_basic_get(broker: Target, ch, qtype: str) -> None:
+    """DL-2, Q12: multi-nack dead-letters in delivery-tag order (m3, m1, m2), not queue order."""
+    q, dlq, _ = setup(broker, ch, qtype)
+    broker.set_policy(broker.name("pol"), anchored(q), {"delivery-limit": 50})
+    for b in ("m1", "m2", "m3"):
+        pub(ch, q, b)
+    tags = [get(ch, q)[0].delivery_tag for _ in range(3)]
+    ch.basic_nack(tags[1], multiple=True, requeue=True)
+    wait_ready(broker, ch, q, 2)
+    m4, _, b4 = get(ch, q)
+    m5, _, b5 = get(ch, q)
+    assert (b4, b5) == (b"m1", b"m2")
+    ch.basic_nack(m5.delivery_tag, multiple=True, requeue=False)
+    wait_ready(broker, ch, dlq, 3)
+    assert drain(ch, dlq) == [b"m3", b"m1", b"m2"]
+    assert empty(ch, q)
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q13_nack_requeue_nack_norequeue_basic_consume(broker: Target, conn, qtype: str) -> None:
+    """DL-2, Q13: the same with consumers: the DLQ consumer receives m3, m1, m2."""
+    ch = conn.channel()
+    q, dlq, _ = setup(broker, ch, qtype)
+    broker.set_policy(broker.name("pol"), anchored(q), {"delivery-limit": 50})
+    for b in ("m1", "m2", "m3"):
+        pub(ch, q, b)
+    got: list[tuple[int, bytes, bool]] = []
+    ch.basic_consume(q, lambda c, m, p, b: got.append((m.delivery_tag, b, m.redelivered)))
+    pump(conn, lambda: len(got) == 3)
+    assert [b for _, b, _ in got] == [b"m1", b"m2", b"m3"]
+    ch.basic_nack(got[1][0], multiple=True, requeue=True)
+    pump(conn, lambda: len(got) == 5)
+    assert [(b, r) for _, b, r in got[3:]] == [(b"m1", True), (b"m2", True)]
+    dl: list[tuple[int, bytes]] = []
+    ch.basic_consume(dlq, lambda c, m, p, b: dl.append((m.delivery_tag, b)))
+    ch.basic_nack(got[4][0], multiple=True, requeue=False)
+    pump(conn, lambda: len(dl) == 3)
+    assert [b for _, b in dl] == [b"m3", b"m1", b"m2"]
+    ch.basic_ack(dl[-1][0], multiple=True)
+    settle(conn, 0.1)
+    ch2 = conn.channel()
+    assert ready(ch2, q) == 0 and ready(ch2, dlq) == 0
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q34_dead_letter_ttl(broker: Target, ch, qtype: str) -> None:
+    """DL-3, Q34: a message whose queue TTL ran out is dead-lettered with reason expired."""
+    q, dlq, _ = setup(broker, ch, qtype, {"x-message-ttl": 1})
+    pub(ch, q, "m1")
+    broker.advance(0.05)
+    wait_ready(broker, ch, dlq, 1)
+    _, props, body = get(ch, dlq)
+    assert body == b"m1" and props.headers["x-death"][0]["reason"] == "expired"
+    assert empty(ch, q)
+
+
+def test_per_message_ttl_dead_letters_expired(broker: Target, ch) -> None:
+    """DL-3: a per-message ``expiration`` dead-letters with reason expired; messages without it stay."""
+    q, dlq, _ = setup(broker, ch)
+    pub(ch, q, "m1", expiration="20")
+    pub(ch, q, "m2")
+    broker.advance(0.1)
+    wait_ready(broker, ch, q, 1)
+    wait_ready(broker, ch, dlq, 1)
+    _, props, body = get(ch, dlq)
+    assert body == b"m1" and props.headers["x-death"][0]["reason"] == "expired"
+    assert drain(ch, q) == [b"m2"]
+
+
+def test_dl7_queue_delete_and_purge_do_not_dead_letter(broker: Target, ch) -> None:
+    """DL-7: deleting or purging a queue discards its messages; nothing is dead-lettered."""
+    q, dlq, _ = setup(broker, ch)
+    pub(ch, q, "purged")
+    ch.queue_purge(q)
+    pub(ch, q, "deleted")
+    ch.queue_delete(q)
+    quiet(broker)
+    assert ready(ch, dlq) == 0
+
+
+def test_dl7_queue_expiry_does_not_dead_letter(broker: Target, ch) -> None:
+    """DL-7: an expiring queue (x-expires) takes its messages with it."""
+    q, dlq, _ = setup(broker, ch, extra={"x-expires": 100})
+    pub(ch, q, "m")
+    broker.advance(0.5)
+
+    def gone() -> None:
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
+            broker.connect().channel().queue_declare(q, passive=True)
+        assert e.value.reply_code == 404
+
+    eventually(broker, gone)
+    quiet(broker)
+    assert ready(ch, dlq) == 0
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_dl9_no_dlx_means_discarded(broker: Target, ch, qtype: str) -> None:
+    """DL-9: without a DLX a rejected, expired or dropped message is discarded and does not come back."""
+    q = broker.name("q")
+    declare(ch, q, qtype, x_max_length=2)
+    for b in ("m1", "m2", "m3"):
+        pub(ch, q, b)  # m1 dropped by max-length
+    method, _, body = get(ch, q)
+    assert body == b"m2"
+    ch.basic_nack(method.delivery_tag, requeue=False)
+    quiet(broker)
+    assert drain(ch, q) == [b"m3"]
+    if broker.fake is not None:
+        dropped = [e.details["why"] for e in broker.fake.broker.events if e.kind == "dropped"]
+        assert dropped == ["no dead-letter exchange", "no dead-letter exchange"]
+
+
+def test_dl8_reason_strings(broker: Target, ch) -> None:
+    """DL-8: the reasons are written exactly ``rejected``, ``expired``, ``maxlen``."""
+    q, dlq, _ = setup(broker, ch, extra={"x-max-length": 1})
+    pub(ch, q, "r")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    pub(ch, q, "e", expiration="10")
+    broker.advance(0.05)
+    pub(ch, q, "m1")
+    pub(ch, q, "m2")
+    wait_ready(broker, ch, dlq, 3)
+    reasons = []
+    for _ in range(3):
+        _, props, body = get(ch, dlq)
+        reasons.append((body, props.headers["x-death"][0]["reason"]))
+    assert reasons == [(b"r", "rejected"), (b"e", "expired"), (b"m1", "maxlen")]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# B. DLX resolution and routing
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q14_dead_letter_missing_exchange(broker: Target, ch, qtype: str) -> None:
+    """DR-1, Q14: a missing DLX is no declare error; messages are silently dropped until it exists."""
+    dlx = broker.exchange("dlx-exchange-2")
+    q, dlq = broker.name("q"), broker.name("dlq")
+    ch.exchange_delete(dlx)
+    declare(ch, q, qtype, x_max_length=1, x_dead_letter_exchange=dlx, x_dead_letter_routing_key=dlq)
+    declare(ch, dlq)
+    pub(ch, q, "m1")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    quiet(broker)
+    assert ready(ch, q) == 0 and ready(ch, dlq) == 0
+    ch.exchange_declare(dlx, "direct")
+    ch.queue_bind(dlq, dlx, routing_key=dlq)
+    pub(ch, q, "m2")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    assert drain(ch, dlq) == [b"m2"]
+
+
+def test_dr1_dlx_deleted_later(broker: Target, ch) -> None:
+    """DR-1 (Java deadLetterDeletedDLX): deleting the DLX drops later dead letters; redeclaring restores them."""
+    q, dlq, dlx = setup(broker, ch)
+    ch.exchange_delete(dlx)
+    pub(ch, q, "lost")
+    method, _, _ = get(ch, q)
+    ch.basic_nack(method.delivery_tag, requeue=False)
+    quiet(broker)
+    assert ready(ch, dlq) == 0
+    ch.exchange_declare(dlx, "direct")
+    ch.queue_bind(dlq, dlx, routing_key=dlq)
+    pub(ch, q, "found")
+    method, _, _ = get(ch, q)
+    ch.basic_nack(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    assert drain(ch, dlq) == [b"found"]
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q15_dead_letter_routing_key(broker: Target, ch, qtype: str) -> None:
+    """DR-2, Q15: without a DLRK the message is dead-lettered with its original routing key."""
+    dlx = broker.exchange("dlx")
+    q, dlq = broker.name("q"), broker.name("dlq")
+    ch.exchange_declare(dlx, "direct")
+    declare(ch, q, qtype, x_dead_letter_exchange=dlx)
+    declare(ch, dlq)
+    pub(ch, q, "m1")
+    method, _, _ = get(ch, q)
+    ch.basic_nack(method.delivery_tag, requeue=False)
+    quiet(broker)
+    assert ready(ch, q) == 0 and ready(ch, dlq) == 0  # routed with key Q: unbound, dropped
+    ch.queue_bind(dlq, dlx, routing_key=q)
+    pub(ch, q, "m2")
+    method, _, _ = get(ch, q)
+    ch.basic_nack(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    method, _, body = get(ch, dlq)
+    assert body == b"m2" and method.routing_key == q and method.exchange == dlx
+
+
+@pytest.mark.parametrize("xtype", ["fanout", "topic"])
+def test_dr3_dlx_of_any_type(broker: Target, ch, xtype: str) -> None:
+    """DR-3: the DLX routes through its normal exchange logic (fanout ignores the key; topic matches it)."""
+    dlx = broker.exchange("dlx")
+    q, dlq = broker.name("q"), broker.name("dlq")
+    ch.exchange_declare(dlx, xtype)
+    declare(ch, q, x_dead_letter_exchange=dlx, x_dead_letter_routing_key="a.b.c")
+    declare(ch, dlq)
+    ch.queue_bind(dlq, dlx, routing_key="a.#" if xtype == "topic" else "ignored")
+    pub(ch, q, "m")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    method, _, body = get(ch, dlq)
+    assert (body, method.exchange, method.routing_key) == (b"m", dlx, "a.b.c")
+
+
+def test_dr3_dlx_alternate_exchange_is_honoured(broker: Target, ch) -> None:
+    """DR-3: a dead letter the DLX cannot route goes to the DLX's alternate exchange."""
+    dlx, ae = broker.exchange("dlx"), broker.exchange("ae")
+    q, caught = broker.name("q"), broker.name("caught")
+    ch.exchange_declare(ae, "fanout")
+    ch.exchange_declare(dlx, "direct", arguments={"alternate-exchange": ae})
+    declare(ch, q, x_dead_letter_exchange=dlx)
+    declare(ch, caught)
+    ch.queue_bind(caught, ae)
+    pub(ch, q, "m")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, caught, 1)
+    method, props, body = get(ch, caught)
+    assert (body, method.exchange, method.routing_key) == (b"m", dlx, q)
+    assert props.headers["x-death"][0]["queue"] == q
+
+
+def test_dr3_dlx_exchange_to_exchange_binding(broker: Target, ch) -> None:
+    """DR-3: exchange-to-exchange bindings of the DLX are followed."""
+    dlx, inner = broker.exchange("dlx"), broker.exchange("inner")
+    q, dlq = broker.name("q"), broker.name("dlq")
+    ch.exchange_declare(dlx, "direct")
+    ch.exchange_declare(inner, "direct")
+    ch.exchange_bind(inner, dlx, routing_key="k")
+    declare(ch, q, x_dead_letter_exchange=dlx, x_dead_letter_routing_key="k")
+    declare(ch, dlq)
+    ch.queue_bind(dlq, inner, routing_key="k")
+    pub(ch, q, "m")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    method, _, body = get(ch, dlq)
+    assert (body, method.exchange, method.routing_key) == (b"m", dlx, "k")
+
+
+def test_dr3_default_exchange_as_dlx(broker: Target, ch) -> None:
+    """DR-3, DR-6: the default exchange "" can be the DLX; the delivery shows exchange "" and the DLRK."""
+    q, dlq = broker.name("q"), broker.name("dlq")
+    declare(ch, q, x_dead_letter_exchange="", x_dead_letter_routing_key=dlq)
+    declare(ch, dlq)
+    pub(ch, q, "m")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    method, _, body = get(ch, dlq)
+    assert (body, method.exchange, method.routing_key, method.redelivered) == (b"m", "", dlq, False)
+
+
+def test_dr3_dr5_unroutable_dead_letter_is_dropped_without_return(broker: Target, conn) -> None:
+    """DR-3, DR-5: a dead letter that routes nowhere is dropped; no basic.return, no extra confirm."""
+    ch = conn.channel()
+    returned: list[bytes] = []
+    ch.add_on_return_callback(lambda c, m, p, b: returned.append(b))
+    ch.confirm_delivery()
+    dlx = broker.exchange("dlx")
+    q = broker.name("q")
+    ch.exchange_declare(dlx, "direct")
+    declare(ch, q, x_dead_letter_exchange=dlx, x_dead_letter_routing_key="nowhere")
+    ch.basic_publish("", q, b"m", mandatory=True)  # confirmed (acked) synchronously
+    method, _, _ = get(ch, q)
+    ch.basic_nack(method.delivery_tag, requeue=False)
+    settle(conn, 0.2)
+    assert returned == []
+    assert ready(ch, q) == 0
+    ch.basic_publish("", q, b"after", mandatory=True)  # the channel is fine and confirms still line up
+    assert ready(ch, q) == 1
+
+
+def test_dr6_delivery_fields_of_a_dead_lettered_message(broker: Target, ch) -> None:
+    """DR-6: exchange is the DLX, routing_key the DLRK, and redelivered is false even after a requeue."""
+    q, dlq, dlx = setup(broker, ch)
+    pub(ch, q, "m")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=True)
+    wait_ready(broker, ch, q, 1)
+    method, _, _ = get(ch, q)
+    assert method.redelivered is True
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    method, _, _ = get(ch, dlq)
+    assert (method.exchange, method.routing_key, method.redelivered) == (dlx, dlq, False)
+
+
+def test_dr6_routing_key_without_dlrk_is_the_publish_key(broker: Target, ch) -> None:
+    """DR-2, DR-6: without a DLRK the delivery's routing key is the original publish key."""
+    src, dlx = broker.exchange("src"), broker.exchange("dlx")
+    q, dlq = broker.name("q"), broker.name("dlq")
+    ch.exchange_declare(src, "topic")
+    ch.exchange_declare(dlx, "topic")
+    declare(ch, q, x_dead_letter_exchange=dlx)
+    declare(ch, dlq)
+    ch.queue_bind(q, src, routing_key="orders.*")
+    ch.queue_bind(dlq, dlx, routing_key="#")
+    ch.basic_publish(src, "orders.new", b"m")
+    method, _, _ = get(ch, q)
+    assert method.exchange == src
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    method, props, _ = get(ch, dlq)
+    assert (method.exchange, method.routing_key) == (dlx, "orders.new")
+    death = props.headers["x-death"][0]
+    assert (death["exchange"], death["routing-keys"]) == (src, ["orders.new"])
+
+
+def test_dr9_dlrk_from_policy_without_dlx_does_nothing(broker: Target, ch) -> None:
+    """DR-9: a DLRK without any DLX leaves dead-lettering off (the message is discarded)."""
+    q, other = broker.name("q"), broker.name("other")
+    declare(ch, q)
+    declare(ch, other)
+    broker.set_policy(broker.name("pol"), anchored(q), {"dead-letter-routing-key": other})
+    pub(ch, q, "m")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    quiet(broker)
+    assert ready(ch, q) == 0 and ready(ch, other) == 0
+
+
+def test_dead_letter_to_several_queues(broker: Target, ch) -> None:
+    """DR-3: one dead-lettering is routed like a publish, so every bound queue gets a copy."""
+    dlx = broker.exchange("dlx")
+    q, d1, d2 = broker.name("q"), broker.name("d1"), broker.name("d2")
+    ch.exchange_declare(dlx, "fanout")
+    declare(ch, q, x_dead_letter_exchange=dlx)
+    for d in (d1, d2):
+        declare(ch, d)
+        ch.queue_bind(d, dlx)
+    pub(ch, q, "m")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, d1, 1)
+    wait_ready(broker, ch, d2, 1)
+    assert drain(ch, d1) == drain(ch, d2) == [b"m"]
+
+
+def test_dead_letter_consumer_on_dlq_gets_it_pushed(broker: Target, conn) -> None:
+    """A consumer on the DLQ receives dead letters as they happen (expiry on the virtual clock)."""
+    ch = conn.channel()
+    q, dlq, dlx = setup(broker, ch, extra={"x-message-ttl": 50})
+    got: list[tuple[bytes, str, str]] = []
+    ch.basic_consume(dlq, lambda c, m, p, b: got.append((b, m.exchange, p.headers["x-death"][0]["reason"])), True)
+    pub(ch, q, "m")
+    settle(conn, 0.05)
+    assert got == []
+    broker.advance(0.1)
+    pump(conn, lambda: len(got) == 1)
+    assert got == [(b"m", dlx, "expired")]
+
+
+def test_dead_lettering_switch_off(broker: Target) -> None:
+    """``FakeRabbit(dead_lettering=False)``: rejected/expired/dropped messages are discarded, never re-routed."""
+    if broker.fake is None:
+        pytest.skip("fakerabbit switch")
+    from fakerabbit import FakeRabbit
+
+    with FakeRabbit(dead_lettering=False) as rabbit:
+        conn = pika.BlockingConnection(pika.URLParameters(rabbit.url))
+        ch = conn.channel()
+        ch.queue_declare("dlq")
+        ch.queue_declare("q", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq",
+                                         "x-message-ttl": 1000, "x-max-length": 2})
+        for b in (b"1", b"2", b"3"):
+            ch.basic_publish("", "q", b)  # 1 dropped by max-length
+        method, _, _ = ch.basic_get("q")
+        ch.basic_reject(method.delivery_tag, requeue=False)  # 2 rejected
+        rabbit.clock.advance(2)  # 3 expires
+        assert ch.queue_declare("dlq", passive=True).method.message_count == 0
+        assert ch.queue_declare("q", passive=True).method.message_count == 0
+        reasons = [e.details["reason"] for e in rabbit.broker.events if e.kind == "dropped"]
+        assert reasons == ["maxlen", "rejected", "expired"]
+        conn.close()

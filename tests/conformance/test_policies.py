@@ -1,0 +1,351 @@
+"""Policies and dead-lettering: matching, precedence against arguments, live changes (spec L, DR-7, DR-8, Q23-25,
+Java ``Policies``).
+
+On the real broker every policy pattern is anchored to the test's unique prefix (the broker is shared).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pika
+import pytest
+
+from fakerabbit.broker.policy import PolicyError
+from tests.conformance.conftest import Target
+from tests.conformance.dlhelpers import (
+    QUEUE_TYPES,
+    anchored,
+    declare,
+    drain,
+    get,
+    pub,
+    quiet,
+    ready,
+    setup,
+    wait_ready,
+)
+
+
+def _dead_letter_one(broker: Target, ch, q: str) -> None:
+    """Publish one message to ``q``, get it and reject it without requeue."""
+    pub(ch, q, "m")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+
+
+def _dlx_with_queue(broker: Target, ch, base: str, key: str | None = None) -> tuple[str, str]:
+    """A direct exchange and a queue bound to it with ``key`` (default: the queue's name)."""
+    x, q = broker.exchange(base + "-x"), broker.name(base)
+    ch.exchange_declare(x, "direct")
+    declare(ch, q)
+    ch.queue_bind(q, x, routing_key=key if key is not None else q)
+    return x, q
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Q23-25, DR-7, DR-8
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q23_dead_letter_policy(broker: Target, ch, qtype: str) -> None:
+    """Q23, DR-8, POL-5: a DLX policy set while a message is unacked applies when it is nacked."""
+    dlx, dlq = _dlx_with_queue(broker, ch, "dlq")
+    q = broker.name("q")
+    declare(ch, q, qtype)
+    pub(ch, q, "m1")
+    pub(ch, q, "m2")
+    m1, _, _ = get(ch, q)
+    m2, _, _ = get(ch, q)
+    ch.basic_nack(m1.delivery_tag, requeue=False)
+    quiet(broker)
+    assert ready(ch, dlq) == 0
+    broker.set_policy(broker.name("pol"), anchored(q), {"dead-letter-exchange": dlx, "dead-letter-routing-key": dlq})
+    ch.basic_nack(m2.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    assert drain(ch, dlq) == [b"m2"]
+    assert ready(ch, q) == 0
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q24_dead_letter_override_policy(broker: Target, ch, qtype: str) -> None:
+    """Q24, POL-4: a policy set before the queue exists loses to the queue's DLX arguments."""
+    q_name = broker.name("q")
+    broker.set_policy(
+        broker.name("pol"), anchored(q_name), {"dead-letter-exchange": "", "dead-letter-routing-key": q_name}
+    )
+    q, dlq, _ = setup(broker, ch, qtype)
+    assert q == q_name
+    _dead_letter_one(broker, ch, q)
+    wait_ready(broker, ch, dlq, 1)
+    assert ready(ch, q) == 0
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_q25_dead_letter_ignore_policy(broker: Target, ch, qtype: str) -> None:
+    """Q25, POL-4: a policy set after the queue also loses to its arguments."""
+    q, dlq, _ = setup(broker, ch, qtype)
+    broker.set_policy(broker.name("pol"), anchored(q), {"dead-letter-exchange": "", "dead-letter-routing-key": q})
+    _dead_letter_one(broker, ch, q)
+    wait_ready(broker, ch, dlq, 1)
+    assert ready(ch, q) == 0
+
+
+def test_dr7_argument_dlx_with_policy_dlrk(broker: Target, ch) -> None:
+    """DR-7: resolved key by key: the argument DLX and the policy DLRK are both used."""
+    dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="from-policy")
+    q = broker.name("q")
+    declare(ch, q, x_dead_letter_exchange=dlx)
+    broker.set_policy(broker.name("pol"), anchored(q), {"dead-letter-routing-key": "from-policy"})
+    _dead_letter_one(broker, ch, q)
+    wait_ready(broker, ch, dlq, 1)
+    method, _, _ = get(ch, dlq)
+    assert (method.exchange, method.routing_key) == (dlx, "from-policy")
+
+
+def test_dr7_policy_dlx_with_argument_dlrk_is_a_declare_error(broker: Target, ch) -> None:
+    """DR-7, N-6: an argument DLRK needs an argument DLX, even when a policy provides the DLX."""
+    q = broker.name("q")
+    broker.set_policy(broker.name("pol"), anchored(q), {"dead-letter-exchange": ""})
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
+        ch.queue_declare(q, arguments={"x-dead-letter-routing-key": "k"})
+    assert e.value.reply_code == 406
+    assert e.value.reply_text == (
+        f"PRECONDITION_FAILED - invalid arg 'x-dead-letter-routing-key' for queue '{q}' in vhost '/': "
+        "routing_key_but_no_dlx_defined"
+    )
+
+
+def test_java_policies_dead_letter_exchange(broker: Target, ch) -> None:
+    """Java ``Policies.deadLetterExchange``: a policy DLX with DLRK "rk" delivers with routing key "rk"."""
+    dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="rk")
+    q = broker.name("q")
+    declare(ch, q)
+    broker.set_policy(broker.name("pol"), anchored(q), {"dead-letter-exchange": dlx, "dead-letter-routing-key": "rk"})
+    _dead_letter_one(broker, ch, q)
+    wait_ready(broker, ch, dlq, 1)
+    method, props, _ = get(ch, dlq)
+    assert (method.exchange, method.routing_key) == (dlx, "rk")
+    assert props.headers["x-death"][0]["queue"] == q
+
+
+def test_java_policies_dead_letter_exchange_args(broker: Target, ch) -> None:
+    """Java ``Policies.deadLetterExchangeArgs``: argument DLX and DLRK win over the policy's."""
+    arg_x, arg_q = _dlx_with_queue(broker, ch, "arg", key="arg-rk")
+    pol_x, pol_q = _dlx_with_queue(broker, ch, "pol", key="pol-rk")
+    q = broker.name("q")
+    declare(ch, q, x_dead_letter_exchange=arg_x, x_dead_letter_routing_key="arg-rk")
+    broker.set_policy(
+        broker.name("pol"), anchored(q), {"dead-letter-exchange": pol_x, "dead-letter-routing-key": "pol-rk"}
+    )
+    _dead_letter_one(broker, ch, q)
+    wait_ready(broker, ch, arg_q, 1)
+    assert ready(ch, pol_q) == 0
+
+
+def test_pol5_changing_and_clearing_a_dlx_policy(broker: Target, ch) -> None:
+    """POL-5, DR-8: a changed policy applies to the next dead-lettering; a cleared one turns it off again."""
+    x1, d1 = _dlx_with_queue(broker, ch, "d1")
+    x2, d2 = _dlx_with_queue(broker, ch, "d2")
+    q = broker.name("q")
+    declare(ch, q)
+    pol = broker.name("pol")
+    for b in ("a", "b", "c"):
+        pub(ch, q, b)
+    tags = [get(ch, q)[0].delivery_tag for _ in range(3)]
+    broker.set_policy(pol, anchored(q), {"dead-letter-exchange": x1, "dead-letter-routing-key": d1})
+    ch.basic_nack(tags[0], requeue=False)
+    broker.set_policy(pol, anchored(q), {"dead-letter-exchange": x2, "dead-letter-routing-key": d2})
+    ch.basic_nack(tags[1], requeue=False)
+    broker.clear_policy(pol)
+    ch.basic_nack(tags[2], requeue=False)
+    wait_ready(broker, ch, d1, 1)
+    wait_ready(broker, ch, d2, 1)
+    assert drain(ch, d1) == [b"a"] and drain(ch, d2) == [b"b"]
+    assert ready(ch, q) == 0
+
+
+def test_pol5_lowering_max_length_dead_letters_from_the_head_at_once(broker: Target, ch) -> None:
+    """POL-5: a ``max-length`` policy on a full queue drops (dead-letters, reason maxlen) the oldest at once."""
+    q, dlq, _ = setup(broker, ch)
+    for b in ("1", "2", "3"):
+        pub(ch, q, b)
+    wait_ready(broker, ch, q, 3)
+    broker.set_policy(broker.name("pol"), anchored(q), {"max-length": 1})
+    wait_ready(broker, ch, dlq, 2)
+    reasons = []
+    for _ in range(2):
+        _, props, body = get(ch, dlq)
+        reasons.append((body, props.headers["x-death"][0]["reason"]))
+    assert reasons == [(b"1", "maxlen"), (b"2", "maxlen")]
+    assert drain(ch, q) == [b"3"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# POL-1, POL-2: which policy applies
+
+
+def test_pol1_pattern_is_unanchored_at_the_end(broker: Target, ch) -> None:
+    """POL-1: the pattern is a regex searched in the name (here anchored only at the start)."""
+    dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="k")
+    q = broker.name("orders-work-1")
+    declare(ch, q)
+    prefix = q[: q.index("orders")]
+    broker.set_policy(
+        broker.name("pol"), "^" + re.escape(prefix) + "orders", {"dead-letter-exchange": dlx,
+                                                                 "dead-letter-routing-key": "k"}
+    )
+    _dead_letter_one(broker, ch, q)
+    wait_ready(broker, ch, dlq, 1)
+
+
+def test_pol1_highest_priority_wins_and_definitions_are_not_merged(broker: Target, ch) -> None:
+    """POL-1, DR-9: only the highest-priority policy applies; its DLRK without a DLX does nothing, although a
+    lower-priority policy names a DLX."""
+    dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="k")
+    q = broker.name("q")
+    declare(ch, q)
+    broker.set_policy(broker.name("low"), anchored(q), {"dead-letter-exchange": dlx}, priority=1)
+    broker.set_policy(broker.name("high"), anchored(q), {"dead-letter-routing-key": "k"}, priority=2)
+    _dead_letter_one(broker, ch, q)
+    quiet(broker)
+    assert ready(ch, dlq) == 0 and ready(ch, q) == 0
+
+
+def test_pol1_exchange_policies_do_not_apply_to_queues(broker: Target, ch) -> None:
+    """POL-1: ``apply-to: exchanges`` never gives a queue a DLX."""
+    dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="k")
+    q = broker.name("q")
+    declare(ch, q)
+    broker.set_policy(
+        broker.name("pol"), anchored(q), {"dead-letter-exchange": dlx, "dead-letter-routing-key": "k"},
+        apply_to="exchanges",
+    )
+    _dead_letter_one(broker, ch, q)
+    quiet(broker)
+    assert ready(ch, dlq) == 0
+
+
+@pytest.mark.parametrize("qtype", QUEUE_TYPES)
+def test_pol2_policy_with_unsupported_key_is_skipped(broker: Target, ch, qtype: str) -> None:
+    """POL-2: ``delivery-limit`` is unsupported on classic queues, so the whole policy (DLX included) skips them
+    and the lower-priority policy applies; quorum queues take the higher one."""
+    x_hi, d_hi = _dlx_with_queue(broker, ch, "hi", key="k")
+    x_lo, d_lo = _dlx_with_queue(broker, ch, "lo", key="k")
+    q = broker.name("q")
+    declare(ch, q, qtype)
+    broker.set_policy(broker.name("lo"), anchored(q), {"dead-letter-exchange": x_lo, "dead-letter-routing-key": "k"},
+                      priority=1)
+    broker.set_policy(
+        broker.name("hi"), anchored(q),
+        {"dead-letter-exchange": x_hi, "dead-letter-routing-key": "k", "delivery-limit": 5}, priority=2,
+    )
+    _dead_letter_one(broker, ch, q)
+    target = d_hi if qtype == "quorum" else d_lo
+    other = d_lo if qtype == "quorum" else d_hi
+    wait_ready(broker, ch, target, 1)
+    assert ready(ch, other) == 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# POL-3, POL-4: combining values
+
+
+def test_pol3_operator_policy_ttl_combines_with_min(broker: Target, ch) -> None:
+    """POL-3, TTL-1: a user policy TTL 60 s and an operator policy TTL 20 ms give 20 ms; the message dies
+    ``expired`` into the user policy's DLX."""
+    dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="k")
+    q = broker.name("q")
+    declare(ch, q)
+    broker.set_policy(broker.name("pol"), anchored(q),
+                      {"message-ttl": 60_000, "dead-letter-exchange": dlx, "dead-letter-routing-key": "k"})
+    broker.set_policy(broker.name("op"), anchored(q), {"message-ttl": 20}, operator=True)
+    pub(ch, q, "m")
+    broker.advance(0.1)
+    wait_ready(broker, ch, dlq, 1)
+    _, props, _ = get(ch, dlq)
+    assert props.headers["x-death"][0]["reason"] == "expired"
+
+
+def test_java_policies_ttl_args(broker: Target, ch) -> None:
+    """Java ``Policies.tTLArgs``, POL-4, POL-5: policy TTL 30 ms vs argument 300 ms: 30 ms applies; after clearing
+    the policy the argument's 300 ms is back."""
+    q, dlq, _ = setup(broker, ch, extra={"x-message-ttl": 300})
+    pol = broker.name("pol")
+    broker.set_policy(pol, anchored(q), {"message-ttl": 30})
+    pub(ch, q, "short")
+    broker.advance(0.1)
+    wait_ready(broker, ch, dlq, 1)
+    broker.clear_policy(pol)
+    pub(ch, q, "long")
+    broker.advance(0.1)
+    quiet(broker)
+    assert ready(ch, q) == 1
+    broker.advance(0.3)
+    wait_ready(broker, ch, dlq, 2)
+    assert drain(ch, dlq) == [b"short", b"long"]
+
+
+def test_java_policies_max_length_args(broker: Target, ch) -> None:
+    """Java ``Policies.maxLengthArgs``, POL-4: policy max-length 1 vs argument 2: the limit is 1."""
+    q, dlq, _ = setup(broker, ch, extra={"x-max-length": 2})
+    broker.set_policy(broker.name("pol"), anchored(q), {"max-length": 1})
+    for b in ("1", "2", "3"):
+        pub(ch, q, b)
+    wait_ready(broker, ch, dlq, 2)
+    assert drain(ch, q) == [b"3"]
+
+
+def test_pol4_policy_dlx_alone_and_argument_dlrk_absent(broker: Target, ch) -> None:
+    """POL-4: a policy DLX without any DLRK dead-letters with the message's own routing key."""
+    dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="orig-key")
+    src = broker.exchange("src")
+    ch.exchange_declare(src, "direct")
+    q = broker.name("q")
+    declare(ch, q)
+    ch.queue_bind(q, src, routing_key="orig-key")
+    broker.set_policy(broker.name("pol"), anchored(q), {"dead-letter-exchange": dlx})
+    ch.basic_publish(src, "orig-key", b"m")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    method, _, _ = get(ch, dlq)
+    assert (method.exchange, method.routing_key) == (dlx, "orig-key")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# POL-6, POL-7: validation
+
+
+def _policy_error(broker: Target, definition: dict[str, object]) -> str:
+    """The validation message for a refused policy (rabbitmqctl's on the real broker)."""
+    name = broker.name("bad")
+    pattern = anchored(name)
+    if broker.fake is not None:
+        with pytest.raises(PolicyError) as e:
+            broker.fake.set_policy(name, pattern, dict(definition))
+        return str(e.value)
+    out = subprocess.run(
+        ["rabbitmqctl", "-q", "set_policy", name, pattern, json.dumps(definition), "--apply-to", "queues"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode != 0
+    return out.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("definition", "message"),
+    [
+        ({"dead-letter-exchange": 1}, "1 is not a valid dead letter exchange name"),
+        ({"dead-letter-routing-key": 2}, "2 is not a valid dead letter routing key"),
+        ({"message-ttl": -1}, "-1 is not a valid message TTL"),
+        ({"max-length": "x"}, '<<"x">> is not a valid maximum length'),
+        ({"priority": 5}, '[{<<"priority">>,5}] are not recognised policy settings'),
+    ],
+)
+def test_pol6_pol7_policy_validation(broker: Target, definition: dict[str, object], message: str) -> None:
+    """POL-6, POL-7: invalid values are refused with RabbitMQ's text; ``priority`` is not a policy key."""
+    assert _policy_error(broker, definition) == message

@@ -1,0 +1,161 @@
+"""Management API harness: every test runs against fakerabbit's API and, when FAKERABBIT_REAL_URL is set and the
+local RabbitMQ's management plugin answers on port 15672, against RabbitMQ's.
+
+Tests get an ``api`` (:class:`Api`): ``api.request(method, path, body)`` -> :class:`Answer`, ``api.name(...)`` for
+unique names (deleted afterwards on the real broker, which is shared), ``api.amqp_url`` for clients, and
+``api.poll(...)`` to wait out RabbitMQ's statistics delay (message counts lag a few seconds on the real API; the fake
+answers at once).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import pytest
+
+from fakerabbit import FakeRabbit
+
+REAL_URL = os.environ.get("FAKERABBIT_REAL_URL")
+REAL_MANAGEMENT_URL = os.environ.get("FAKERABBIT_REAL_MANAGEMENT_URL", "http://127.0.0.1:15672")
+
+
+def _real_management_up() -> bool:
+    parts = urlsplit(REAL_MANAGEMENT_URL)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 15672), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+REAL_AVAILABLE = bool(REAL_URL) and _real_management_up()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "api" in metafunc.fixturenames:
+        metafunc.parametrize("api", ["fake", "real"] if REAL_AVAILABLE else ["fake"], indirect=True)
+
+
+@dataclass
+class Answer:
+    """An HTTP answer: status, parsed JSON body (``None`` if empty) and lower-cased headers."""
+
+    status: int
+    body: Any
+    headers: dict[str, str]
+    text: str
+
+    @property
+    def reason(self) -> Any:
+        return self.body.get("reason") if isinstance(self.body, dict) else None
+
+
+def http(
+    base: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    auth: tuple[str, str] | None = ("guest", "guest"),
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> Answer:
+    """One request with urllib; error statuses are answers, not exceptions."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(base + path, data=data, method=method)
+    if auth is not None:
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            status, raw_body, hdrs = resp.status, resp.read(), resp.headers
+    except urllib.error.HTTPError as exc:
+        status, raw_body, hdrs = exc.code, exc.read(), exc.headers
+    text = raw_body.decode("utf-8", "replace")
+    try:
+        parsed = json.loads(text) if text.strip() else None
+    except ValueError:
+        parsed = None
+    return Answer(status, parsed, {k.lower(): v for k, v in hdrs.items()}, text)
+
+
+def q(name: str) -> str:
+    """A path segment (``/`` -> ``%2F``)."""
+    return quote(name, safe="")
+
+
+class Api:
+    """One management API under test."""
+
+    def __init__(self, kind: str, base: str, amqp_url: str, fake: FakeRabbit | None) -> None:
+        self.kind = kind
+        self.base = base
+        self.amqp_url = amqp_url
+        self.fake = fake
+        self.prefix = f"m{uuid.uuid4().hex[:8]}-"
+        self._cleanup: list[str] = []
+
+    @property
+    def is_fake(self) -> bool:
+        return self.kind == "fake"
+
+    def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Answer:
+        return http(self.base, method, path, body, **kw)
+
+    def name(self, base: str = "q", kind: str = "queues") -> str:
+        """A unique name; the object (``queues``, ``exchanges``, ``policies``, ``operator-policies``,
+        ``vhosts``) is deleted after the test on the real broker."""
+        n = self.prefix + base
+        self._cleanup.append(f"/api/{kind}/{n}" if kind == "vhosts" else f"/api/{kind}/%2F/{q(n)}")
+        return n
+
+    def poll(self, fetch: Callable[[], Answer], until: Callable[[Answer], bool], timeout: float = 15.0) -> Answer:
+        """``fetch()`` until ``until(answer)`` (the real API's stats lag); returns the last answer."""
+        deadline = time.monotonic() + (timeout if not self.is_fake else 0)
+        while True:
+            answer = fetch()
+            if until(answer) or time.monotonic() >= deadline:
+                return answer
+            time.sleep(0.25)
+
+    def queue(self, name: str, until: Callable[[dict[str, Any]], bool] = lambda _: True) -> dict[str, Any]:
+        """``GET /api/queues/%2F/{name}``, polled until ``until(queue)`` holds."""
+        answer = self.poll(
+            lambda: self.request("GET", f"/api/queues/%2F/{q(name)}"),
+            lambda a: a.status == 200 and until(a.body),
+        )
+        assert answer.status == 200, answer.text
+        body: dict[str, Any] = answer.body
+        return body
+
+    def cleanup(self) -> None:
+        for path in reversed(self._cleanup):
+            self.request("DELETE", path)
+
+
+@pytest.fixture
+def api(request: pytest.FixtureRequest) -> Iterator[Api]:
+    if request.param == "real":
+        if request.node.get_closest_marker("fake_only"):
+            pytest.skip("fakerabbit-specific behaviour")
+        assert REAL_URL
+        target = Api("real", REAL_MANAGEMENT_URL, REAL_URL, None)
+        yield target
+        target.cleanup()
+        return
+    with FakeRabbit(management=True) as rabbit:
+        yield Api("fake", rabbit.management_url, rabbit.url, rabbit)
