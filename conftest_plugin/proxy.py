@@ -87,6 +87,9 @@ class Link:
     def inject_close(self, reply_code: int, reply_text: str) -> None:
         if self.closing or self.client.is_closing():
             return
+        if not self.open:  # still in the handshake: no close frame is possible yet
+            self.drop()
+            return
         self.closing = True
         self.client.write(connection_close_frame(reply_code, reply_text))
         self.upstream.close()

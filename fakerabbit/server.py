@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from fakerabbit.broker.broker import Broker
+from fakerabbit.protocol.alarms import ResourceAlarms
 from fakerabbit.clock import FollowingClock, SystemClock, VirtualClock, use_real_time
 from fakerabbit.testing.api import TestingAPI
 
@@ -32,6 +33,8 @@ class Server:
         self.dirty: set[AMQPConnection] = set()
         #: Called on the loop before each batch of client bytes is handled (the following clock catches up).
         self.on_inbound: Callable[[], object] | None = None
+        #: Memory/disk alarms and the publisher blocking they cause (see fakerabbit.protocol.alarms).
+        self.alarms = ResourceAlarms(self)
         self._server: asyncio.base_events.Server | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -53,6 +56,8 @@ class Server:
         self._server = None
 
     def flush(self) -> None:
+        if self.alarms.memory_high_watermark is not None:
+            self.alarms.check()
         while self.dirty:
             conn = self.dirty.pop()
             conn.flush()
@@ -124,6 +129,9 @@ class FakeRabbit(TestingAPI):
         dead_lettering: ``False`` turns dead-lettering off (messages that would be dead-lettered are dropped).
         management: serve the RabbitMQ-compatible management HTTP API (``rabbit.management_url``).
         management_port: its TCP port; 0 (default) picks a free one.
+        memory_high_watermark: bytes of message bodies held (ready + unacknowledged) above which the memory alarm
+            goes off: publishing connections are blocked (``connection.blocked``) until usage drops below it.
+            ``None`` (default): never.
     """
 
     def __init__(
@@ -137,6 +145,7 @@ class FakeRabbit(TestingAPI):
         rabbitmq_version: str | None = None,
         start_time: datetime | None = None,
         dead_lettering: bool = True,
+        memory_high_watermark: int | None = None,
         management: bool = False,
         management_port: int = 0,
     ) -> None:
@@ -152,6 +161,7 @@ class FakeRabbit(TestingAPI):
             dead_lettering=dead_lettering,
         )
         self.server = Server(self.broker)
+        self.server.alarms.memory_high_watermark = memory_high_watermark
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._owns_loop = False

@@ -28,7 +28,8 @@ class AMQPError(Exception):
 
     @property
     def reply_text(self) -> str:
-        return f"{self.name} - {self.explanation}"
+        """``NAME - explanation``; just ``NAME`` without one (RabbitMQ's ``INTERNAL_ERROR`` after a crash)."""
+        return f"{self.name} - {self.explanation}" if self.explanation else self.name
 
 
 class SoftError(AMQPError):

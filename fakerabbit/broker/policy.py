@@ -99,30 +99,18 @@ def _one_of(value: Any, allowed: tuple[str, ...]) -> bool:
 
 # key -> validator returning an error text or None (rabbit_policies:validate_policy0 and friends)
 _VALIDATORS: Final[dict[str, Any]] = {
-    "alternate-exchange": lambda v, p: _check(
-        isinstance(v, str), v, "is not a valid alternate exchange name"
-    ),
-    "dead-letter-exchange": lambda v, p: _check(
-        isinstance(v, str), v, "is not a valid dead letter exchange name"
-    ),
-    "dead-letter-routing-key": lambda v, p: _check(
-        isinstance(v, str), v, "is not a valid dead letter routing key"
-    ),
+    "alternate-exchange": lambda v, p: _check(isinstance(v, str), v, "is not a valid alternate exchange name"),
+    "dead-letter-exchange": lambda v, p: _check(isinstance(v, str), v, "is not a valid dead letter exchange name"),
+    "dead-letter-routing-key": lambda v, p: _check(isinstance(v, str), v, "is not a valid dead letter routing key"),
     "dead-letter-strategy": lambda v, p: _check(
         _one_of(v, ("at-most-once", "at-least-once")), v, "is not a valid dead letter strategy"
     ),
     "message-ttl": lambda v, p: _check(_is_int(v) and v >= 0, v, "is not a valid message TTL"),
     "expires": lambda v, p: _check(_is_int(v) and v >= 1, v, "is not a valid queue expiry"),
     "max-length": lambda v, p: _check(_is_int(v) and v >= 0, v, "is not a valid maximum length"),
-    "max-length-bytes": lambda v, p: _check(
-        _is_int(v) and v >= 0, v, "is not a valid maximum length in bytes"
-    ),
-    "max-in-memory-length": lambda v, p: _check(
-        _is_int(v) and v >= 0, v, "is not a valid maximum memory in bytes"
-    ),
-    "max-in-memory-bytes": lambda v, p: _check(
-        _is_int(v) and v >= 0, v, "is not a valid maximum memory in bytes"
-    ),
+    "max-length-bytes": lambda v, p: _check(_is_int(v) and v >= 0, v, "is not a valid maximum length in bytes"),
+    "max-in-memory-length": lambda v, p: _check(_is_int(v) and v >= 0, v, "is not a valid maximum memory in bytes"),
+    "max-in-memory-bytes": lambda v, p: _check(_is_int(v) and v >= 0, v, "is not a valid maximum memory in bytes"),
     "delivery-limit": lambda v, p: _check(
         _is_int(v) and (v >= 0 or p.negative_delivery_limit_unlimited), v, "is not a valid delivery limit"
     ),
@@ -138,12 +126,8 @@ _VALIDATORS: Final[dict[str, Any]] = {
         _one_of(v, ("client-local", "balanced")), v, "is not a valid queue leader locator value"
     ),
     "initial-cluster-size": lambda v, p: _check(_is_int(v) and v > 0, v, "is not a valid cluster size"),
-    "stream-max-segment-size-bytes": lambda v, p: _check(
-        _is_int(v) and v >= 0, v, "is not a valid segment size"
-    ),
-    "ha-mode": lambda v, p: _check(
-        _one_of(v, ("all", "exactly", "nodes")), v, "is not a valid ha-mode value"
-    ),
+    "stream-max-segment-size-bytes": lambda v, p: _check(_is_int(v) and v >= 0, v, "is not a valid segment size"),
+    "ha-mode": lambda v, p: _check(_one_of(v, ("all", "exactly", "nodes")), v, "is not a valid ha-mode value"),
     # Recognised but not validated here (texts not verified): the value is accepted as given.
     "max-age": lambda v, p: None,
     "ha-params": lambda v, p: None,
@@ -213,9 +197,7 @@ def validate_policy(
         try:
             re.compile(pattern)
         except re.error as e:
-            raise PolicyError(
-                f'pattern should be regular expression but is invalid: {{"{e.msg}",{e.pos}}}'
-            ) from None
+            raise PolicyError(f'pattern should be regular expression but is invalid: {{"{e.msg}",{e.pos}}}') from None
     err = _apply_to_error(apply_to, profile)
     if err is not None:
         raise PolicyError(err)
@@ -229,12 +211,8 @@ def validate_policy(
             if err is not None:
                 raise PolicyError(err)
     if not operator and "ha-mode" not in definition and any(k in definition for k in _HA_KEYS & recognised):
-        raise PolicyError(
-            "ha-mode must be specified to specify ha-params, ha-sync-mode or ha-promote-on-shutdown"
-        )
-    unknown = [
-        (k.encode("utf-8", "surrogateescape"), _json_term(definition[k])) for k in keys if k not in recognised
-    ]
+        raise PolicyError("ha-mode must be specified to specify ha-params, ha-sync-mode or ha-promote-on-shutdown")
+    unknown = [(k.encode("utf-8", "surrogateescape"), _json_term(definition[k])) for k in keys if k not in recognised]
     if unknown:
         raise PolicyError(f"{erl_tp(unknown)} are not recognised policy settings")
 
@@ -425,11 +403,7 @@ def effective_settings(
     if quorum:
         if overflow == "reject-publish-dlx":
             overflow = "drop-head"
-        if (
-            dlx is not None
-            and arg_wins("dead-letter-strategy") == "at-least-once"
-            and overflow == "reject-publish"
-        ):
+        if dlx is not None and arg_wins("dead-letter-strategy") == "at-least-once" and overflow == "reject-publish":
             strategy = "at-least-once"
     sac = args.get("x-single-active-consumer")
     return QueueSettings(
@@ -440,9 +414,7 @@ def effective_settings(
         message_ttl=_lookup_min(merged.get("message-ttl"), int_value(args.get("x-message-ttl"))),
         expires=_lookup_min(merged.get("expires"), int_value(args.get("x-expires"))),
         max_length=_lookup_min(merged.get("max-length"), int_value(args.get("x-max-length"))),
-        max_length_bytes=_lookup_min(
-            merged.get("max-length-bytes"), int_value(args.get("x-max-length-bytes"))
-        ),
+        max_length_bytes=_lookup_min(merged.get("max-length-bytes"), int_value(args.get("x-max-length-bytes"))),
         overflow=overflow,
         delivery_limit=_delivery_limit(merged.get("delivery-limit"), args, profile) if quorum else None,
         max_priority=None if quorum else int_value(args.get("x-max-priority")),

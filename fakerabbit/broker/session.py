@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -47,6 +47,10 @@ class SessionSink(Protocol):
     def send_confirm(self, ack: bool, delivery_tag: int, multiple: bool) -> None: ...
 
     def send_cancel(self, consumer_tag: str) -> None: ...
+
+    def writable(self) -> bool:
+        """False while the client's socket does not take more data (TCP back-pressure): no deliveries then."""
+        ...
 
 
 @dataclass(slots=True)
@@ -88,7 +92,11 @@ class Session:
         self.consumer_prefetch = 0
         self.global_prefetch = 0
         self.global_unacked = 0
-        self.flow_active = True
+        #: Bytes of message bodies delivered on this channel and not yet settled (for the memory alarm).
+        self.unacked_bytes = 0
+        #: The queue this channel declared last: what an empty queue name stands for (RabbitMQ's
+        #: most_recently_declared_queue).
+        self.last_queue = ""
         self.confirm = False
         self.next_publish_seq = 1
         self.tx = False
@@ -99,16 +107,35 @@ class Session:
         self.closed = False
 
     # -- publishing -----------------------------------------------------------------------------------------
+    @property
+    def flow_active(self) -> bool:
+        """Deliveries may go out (the client's socket is writable; RabbitMQ refuses channel.flow active=false)."""
+        writable = getattr(self.sink, "writable", None)  # sinks written before back-pressure may lack it
+        return True if writable is None else bool(writable())
+
     def publish(
-        self, exchange: str, routing_key: str, mandatory: bool, immediate: bool, props_raw: bytes, body: bytes
+        self,
+        exchange: str,
+        routing_key: str,
+        mandatory: bool,
+        immediate: bool,
+        props_raw: bytes,
+        body: bytes,
+        *,
+        props_valid: Callable[[bytes], bool] | None = None,
     ) -> None:
+        """basic.publish, checked in rabbit_channel's order: write permission, the exchange, internal, the
+        property block (which RabbitMQ decodes here: a malformed one crashes the channel, 541), user-id,
+        expiration, then the message itself."""
         if immediate:
             raise errors.NotImplemented_("immediate=true")
         vhost = self.vhost
-        x = vhost.get_exchange(exchange)
         self.broker.auth.check(self.conn.user, vhost.name, "write", "exchange", exchange)
+        x = vhost.get_exchange(exchange)
         if x.internal:
             raise errors.AccessRefused(f"cannot publish to internal {errors.rs_exchange(exchange, vhost.name)}")
+        if props_valid is not None and not props_valid(props_raw):
+            raise errors.InternalError("")
         props = RawProperties(props_raw)
         ttl: int | None = None
         expiration = props.expiration
@@ -121,6 +148,9 @@ class Session:
             raise errors.PreconditionFailed(
                 f"user_id property set to '{user_id}' but authenticated user was '{self.conn.user}'"
             )
+        delivery_mode = props.delivery_mode
+        if delivery_mode is not None and delivery_mode not in (1, 2):
+            raise errors.PreconditionFailed(f"invalid message: {{delivery_mode_unknown,{delivery_mode}}}")
         if props.reply_to == REPLY_TO:
             if self.reply_to_token is None:
                 raise errors.PreconditionFailed("fast reply consumer does not exist")
@@ -177,6 +207,14 @@ class Session:
     def has_global_capacity(self) -> bool:
         return self.global_prefetch == 0 or self.global_unacked < self.global_prefetch
 
+    def expand_queue_name(self, name: str) -> str:
+        """rabbit_channel:expand_queue_name_shortcut/2: "" is the queue this channel declared last."""
+        if name:
+            return name
+        if not self.last_queue:
+            raise errors.NotFound("no previously declared queue")
+        return self.last_queue
+
     def qos(self, prefetch_size: int, prefetch_count: int, global_: bool) -> None:
         if prefetch_size != 0:
             raise errors.NotImplemented_(f"prefetch_size!=0 ({prefetch_size})")
@@ -192,8 +230,10 @@ class Session:
             raise errors.NotAllowed(f"attempt to reuse consumer tag '{tag}'")
         if queue_name == REPLY_TO:
             return self._consume_reply_to(tag, no_ack)
+        self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", queue_name)
         q = self.vhost.get_queue(queue_name, self.conn)
-        self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", q.name)
+        if q.is_quorum and self.global_prefetch:
+            raise errors.NotImplemented_(f"{errors.rs_queue(q.name, self.vhost.name)} does not support global qos")
         if (exclusive and q.consumers) or any(c.exclusive for c in q.consumers):
             raise errors.AccessRefused(f"{errors.rs_queue(q.name, self.vhost.name)} in exclusive use")
         prio = arguments.get("x-priority")
@@ -265,6 +305,7 @@ class Session:
             self.unacked[tag] = Unacked(tag, q, e, c)
             c.unacked += 1
             self.global_unacked += 1
+            self.unacked_bytes += e.msg.size
         props = self._delivery_props(q, e)
         msg = e.msg
         self.broker.events.emit("delivered", msg, queue=q.name, consumer_tag=c.tag, delivery_tag=tag)
@@ -276,8 +317,8 @@ class Session:
         return self.broker.dead_letters.quorum_delivery_props(e)
 
     def get(self, queue_name: str, no_ack: bool) -> GetResult | None:
+        self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", queue_name)
         q = self.vhost.get_queue(queue_name, self.conn)
-        self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", q.name)
         q.touch()
         e = q.fetch()
         if e is None:
@@ -288,6 +329,7 @@ class Session:
         if not no_ack:
             self.unacked[tag] = Unacked(tag, q, e, None)
             self.global_unacked += 1
+            self.unacked_bytes += e.msg.size
         msg = e.msg
         self.broker.events.emit("delivered", msg, queue=q.name, delivery_tag=tag)
         return GetResult(
@@ -315,6 +357,7 @@ class Session:
         for u in taken:
             del self.unacked[u.tag]
             self.global_unacked -= 1
+            self.unacked_bytes -= u.entry.msg.size
             if u.consumer is not None:
                 u.consumer.unacked -= 1
         return taken
@@ -342,11 +385,15 @@ class Session:
                 u.queue.reject([u.entry], requeue=requeue, explicit_nack=kind == "nack")
         self._dispatch_all()
 
-    def recover(self, requeue: bool) -> None:
-        """basic.recover: redeliver every unacked message (RabbitMQ always requeues)."""
+    def recover(self) -> None:
+        """basic.recover(requeue=true): every unacked message goes back to its queue, marked redelivered."""
         taken = self._take(0, True)
         for q, entries in _group(taken):
             q.release(entries)
+        self._dispatch_all()
+
+    def dispatch_all(self) -> None:
+        """Offer ready messages to this channel's consumers again (e.g. its socket became writable)."""
         self._dispatch_all()
 
     def _dispatch_all(self) -> None:
@@ -357,11 +404,6 @@ class Session:
                 c.queue.dispatch()
 
     # -- flow, confirms, transactions -----------------------------------------------------------------------
-    def flow(self, active: bool) -> None:
-        self.flow_active = active
-        if active:
-            self._dispatch_all()
-
     def confirm_select(self) -> None:
         if self.tx:
             raise errors.PreconditionFailed("cannot switch from tx to confirm mode")
@@ -390,6 +432,7 @@ class Session:
             for u in taken:
                 self.unacked[u.tag] = u
                 self.global_unacked += 1
+                self.unacked_bytes += u.entry.msg.size
                 if u.consumer is not None:
                     u.consumer.unacked += 1
         self.unacked = dict(sorted(self.unacked.items()))
@@ -406,6 +449,7 @@ class Session:
         taken = list(self.unacked.values())
         self.unacked.clear()
         self.global_unacked = 0
+        self.unacked_bytes = 0
         for q, entries in _group(taken):
             q.release(entries)
 

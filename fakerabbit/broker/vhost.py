@@ -99,14 +99,18 @@ class Vhost:
         internal: bool,
         arguments: Table,
     ) -> Exchange:
+        # rabbit_channel's exchange.declare: type, default exchange, configure permission, then either
+        # equivalence with the existing exchange or (only for a new one) the reserved-name rule.
         if passive:
+            if name == "":
+                raise errors.AccessRefused("operation not permitted on the default exchange")
             return self.get_exchange(name)
-        if name == "":
-            raise errors.AccessRefused("operation not permitted on the default exchange")
-        if name.startswith("amq."):
-            raise errors.AccessRefused(RESERVED_TEXT.format(kind="exchange", name=name))
+        if type_ == "":
+            raise errors.CommandInvalid("invalid exchange type ''")
         if type_ not in ExchangeType.__members__.values():
             raise errors.CommandInvalid(f"unknown exchange type '{type_}'")
+        if name == "":
+            raise errors.AccessRefused("operation not permitted on the default exchange")
         if conn is not None:
             self.broker.auth.check(conn.user, self.name, "configure", "exchange", name)
         existing = self.exchanges.get(name)
@@ -127,25 +131,29 @@ class Vhost:
                 profile=self.broker.profile,
             )
             return existing
+        if name.startswith("amq."):
+            raise errors.AccessRefused(RESERVED_TEXT.format(kind="exchange", name=name))
         validate_new_exchange(name, self.name, arguments)
+        ae = arguments.get("alternate-exchange")
+        if conn is not None and ae is not None:
+            self.broker.auth.check(conn.user, self.name, "read", "exchange", name)
+            self.broker.auth.check(conn.user, self.name, "write", "exchange", str(ae[1]))
         x = Exchange(name, type_, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments)
         self.exchanges[name] = x
         self.broker.events.emit("exchange-declared", None, exchange=name)
         return x
 
     def delete_exchange(self, conn: ConnectionInfo | None, name: str, *, if_unused: bool) -> None:
-        if name == "" or name.startswith("amq."):
-            raise errors.AccessRefused(
-                "operation not permitted on the default exchange"
-                if name == ""
-                else RESERVED_TEXT.format(kind="exchange", name=name)
-            )
+        if name == "":
+            raise errors.AccessRefused("operation not permitted on the default exchange")
+        if name.startswith("amq."):
+            raise errors.AccessRefused(f"deletion of system {errors.rs_exchange(name, self.name)} not allowed")
+        if conn is not None:
+            self.broker.auth.check(conn.user, self.name, "configure", "exchange", name)
         x = self.exchanges.get(name)
         if x is None:
             return
-        if conn is not None:
-            self.broker.auth.check(conn.user, self.name, "configure", "exchange", name)
-        if if_unused and (x.bindings or self._bindings_to("exchange", name)):
+        if if_unused and x.bindings:
             raise errors.PreconditionFailed(f"{errors.rs_exchange(name, self.name)} in use")
         self._remove_exchange(x)
 
@@ -180,31 +188,36 @@ class Vhost:
         *,
         unbind: bool = False,
     ) -> None:
-        if source == "":
-            raise errors.AccessRefused("operation not permitted on the default exchange")
-        if kind == "queue":
-            q = self.get_queue(destination, conn)
-            dest_name = q.name
-        else:
-            if destination == "":
-                raise errors.AccessRefused("operation not permitted on the default exchange")
-            self.get_exchange(destination)
-            dest_name = destination
-        x = self.exchanges.get(source)
+        # rabbit_channel:binding_action/10: write on the destination, the default exchange rule (destination,
+        # then source), read on the source; then the source must exist, then the destination. Unbinding what
+        # does not exist is fine; only an existing binding checks the queue's exclusive owner.
         if conn is not None:
-            auth = self.broker.auth
-            auth.check(conn.user, self.name, "write", kind, dest_name)
-            auth.check(conn.user, self.name, "read", "exchange", source)
-        if x is None:
-            if unbind:
-                return
-            raise errors.NotFound(f"no {errors.rs_exchange(source, self.name)}")
-        b = Binding(source, dest_name, kind, routing_key, arguments)
+            self.broker.auth.check(conn.user, self.name, "write", kind, destination)
+        if (kind == "exchange" and destination == "") or source == "":
+            raise errors.AccessRefused("operation not permitted on the default exchange")
+        if conn is not None:
+            self.broker.auth.check(conn.user, self.name, "read", "exchange", source)
+        x = self.exchanges.get(source)
         if unbind:
+            if x is None:
+                return
+            b = Binding(source, destination, kind, routing_key, arguments)
+            if not x.has_binding(b):
+                return
+            if kind == "queue":
+                self.get_queue(destination, conn)
             if x.remove_binding(b):
                 self._maybe_auto_delete(x)
+            return
+        if x is None:
+            raise errors.NotFound(f"no {errors.rs_exchange(source, self.name)}")
+        if kind == "queue":
+            self.get_queue(destination, conn)
         else:
-            x.add_binding(b)
+            self.get_exchange(destination)
+        if x.type == "headers":
+            _validate_x_match(arguments)
+        x.add_binding(Binding(source, destination, kind, routing_key, arguments))
 
     # -- queues ---------------------------------------------------------------------------------------------
     def declare_queue(
@@ -228,6 +241,8 @@ class Vhost:
             name = new_tag("amq.gen-")
         elif name.startswith("amq."):
             raise errors.AccessRefused(RESERVED_TEXT.format(kind="queue", name=name))
+        if conn is not None:
+            self.broker.auth.check(conn.user, self.name, "configure", "queue", name)
         existing = self.queues.get(name)
         if existing is not None:
             q = self.get_queue(name, conn)
@@ -249,10 +264,8 @@ class Vhost:
             )
             q.touch()
             return q
-        # configure is checked first (live 3.10.8: 403 before the DLX type's 406), then the DLX rule: read on
+        # configure was checked first (live 3.10.8: 403 before the DLX type's 406), then the DLX rule: read on
         # the queue and write on the DLX exchange ("" is checked as amq.default).
-        if conn is not None:
-            self.broker.auth.check(conn.user, self.name, "configure", "queue", name)
         dlx = arguments.get("x-dead-letter-exchange")
         if dlx is not None and dlx[0] != "S":
             from fakerabbit.broker.fields import type_name
@@ -311,12 +324,11 @@ class Vhost:
         return count
 
     def delete_queue_cmd(self, conn: ConnectionInfo | None, name: str, *, if_unused: bool, if_empty: bool) -> int:
-        q = self.queues.get(name)
-        if q is None:
-            return 0
-        q = self.get_queue(name, conn)
         if conn is not None:
             self.broker.auth.check(conn.user, self.name, "configure", "queue", name)
+        if name not in self.queues:
+            return 0
+        q = self.get_queue(name, conn)
         if if_unused and q.consumers:
             raise errors.PreconditionFailed(f"{errors.rs_queue(name, self.name)} in use")
         if if_empty and q.ready_count:
@@ -324,9 +336,9 @@ class Vhost:
         return self.delete_queue(q)
 
     def purge_queue(self, conn: ConnectionInfo | None, name: str) -> int:
-        q = self.get_queue(name, conn)
         if conn is not None:
             self.broker.auth.check(conn.user, self.name, "read", "queue", name)
+        q = self.get_queue(name, conn)
         return q.purge()
 
     # -- routing --------------------------------------------------------------------------------------------
@@ -381,9 +393,12 @@ class Vhost:
         broker = self.broker
         dlx = queue.settings.dead_letter_exchange
         if not broker.dead_lettering or dlx is None:
+            why = "no dead-letter exchange" if broker.dead_lettering else "dead-lettering turned off"
             for m in msgs:
-                broker.events.emit("dropped", m, queue=queue.name, reason=reason, why="no dead-letter exchange")
+                broker.events.emit("dropped", m, queue=queue.name, reason=reason, why=why)
             return
+        if queue.settings.dead_letter_strategy == "at-least-once":
+            broker.dead_letters.report_at_least_once(self.name, queue.name)
         x = self.exchanges.get(dlx)
         if x is None:
             for m in msgs:
@@ -432,3 +447,26 @@ class Vhost:
         for q in list(self.queues.values()):
             if not q.deleted:
                 self._apply_policies(q)
+
+
+_X_MATCH = ("all", "any", "all-with-x", "any-with-x")
+
+
+def _validate_x_match(arguments: Table) -> None:
+    """rabbit_exchange_type_headers:validate_binding/2."""
+    from fakerabbit.broker.arguments import _erl_value, erl_tp
+    from fakerabbit.broker.fields import type_name
+
+    field = arguments.get("x-match")
+    if field is None:
+        return
+    tag, value = field
+    if tag == "S" and value in _X_MATCH:
+        return
+    if tag == "S":
+        raise errors.PreconditionFailed(
+            f"Invalid x-match field value {erl_tp(_erl_value(field))}; expected all, any, all-with-x, or any-with-x"
+        )
+    raise errors.PreconditionFailed(
+        f"Invalid x-match field type {type_name(tag)} (value {erl_tp(_erl_value(field))}); expected longstr"
+    )

@@ -222,7 +222,7 @@ def _policy_args(a: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_set_policy(c: Client, a: argparse.Namespace, out: Output) -> int:
     body = _policy_args(a)
-    kind = "operator-policies" if a.command == "set_operator_policy" else "policies"
+    kind = "operator-policies" if a.ctl_command == "set_operator_policy" else "policies"
     what = "operator policy override" if kind == "operator-policies" else "policy"
     out.info(
         f'Setting {what} "{a.name}" for pattern "{a.pattern}" to "{a.definition}" with priority '
@@ -233,7 +233,7 @@ def cmd_set_policy(c: Client, a: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_clear_policy(c: Client, a: argparse.Namespace, out: Output) -> int:
-    operator = a.command == "clear_operator_policy"
+    operator = a.ctl_command == "clear_operator_policy"
     kind = "operator-policies" if operator else "policies"
     out.info(f'Clearing {"operator policy" if operator else "policy"} "{a.name}" on vhost "{a.vhost}" ...')
     try:
@@ -246,7 +246,7 @@ def cmd_clear_policy(c: Client, a: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_list_policies(c: Client, a: argparse.Namespace, out: Output) -> int:
-    operator = a.command == "list_operator_policies"
+    operator = a.ctl_command == "list_operator_policies"
     kind = "operator-policies" if operator else "policies"
     out.info(f'Listing {"operator policy overrides" if operator else "policies"} for vhost "{a.vhost}" ...')
     rows = c.request("GET", f"/api/{kind}/{_q(a.vhost)}") or []
@@ -322,7 +322,7 @@ def cmd_delete_vhost(c: Client, a: argparse.Namespace, out: Output) -> int:
 
 def cmd_add_user(c: Client, a: argparse.Namespace, out: Output) -> int:
     out.info(f'Adding user "{a.name}" ...')
-    c.request("PUT", f"/api/users/{_q(a.name)}", {"password": a.password, "tags": ""})
+    c.request("PUT", f"/api/users/{_q(a.name)}", {"password": a.new_password, "tags": ""})
     return EX_OK
 
 
@@ -543,7 +543,7 @@ def add_ctl_parser(sub: Any) -> argparse.ArgumentParser:
     cmd("delete_vhost", cmd_delete_vhost, "delete a virtual host").add_argument("name")
     p = cmd("add_user", cmd_add_user, "create a user")
     p.add_argument("name")
-    p.add_argument("password")
+    p.add_argument("new_password", metavar="password")
     cmd("delete_user", cmd_delete_user, "delete a user").add_argument("name")
     p = cmd("set_permissions", cmd_set_permissions, "set a user's permissions on the vhost")
     for arg in ("user", "conf", "write", "read"):

@@ -86,6 +86,7 @@ class HTTPServer:
         self.server_name = server_name
         self._server: asyncio.base_events.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self.port = 0
 
     async def start(self, host: str, port: int) -> int:
@@ -102,10 +103,19 @@ class HTTPServer:
         server.close()
         for w in list(self._writers):
             w.close()
+        tasks = [t for t in self._tasks if not t.done()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=2)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(server.wait_closed(), timeout=2)
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         self._writers.add(writer)
         try:
             while True:

@@ -155,6 +155,9 @@ class _Sink:
     def send_cancel(self, consumer_tag: str) -> None:
         pass
 
+    def writable(self) -> bool:
+        return True
+
 
 def _session(ctx: Ctx, v: Vhost) -> tuple[Session, _Sink]:
     sink = _Sink()

@@ -1,4 +1,11 @@
-"""One open channel: method dispatch, content assembly, soft errors, and the broker session's sink."""
+"""One channel: content assembly (``rabbit_command_assembler``), the channel's state machine, soft errors, and
+the broker session's sink.
+
+A channel exists from the first frame on its number (as in ``rabbit_reader``, which counts it against
+``channel_max`` right away) but only ``channel.open`` opens it. Methods that carry content (``basic.publish`` —
+and the server-only ``basic.deliver``, ``basic.return``, ``basic.get-ok`` a broken client might send) are
+handed on only once their content is complete.
+"""
 
 from __future__ import annotations
 
@@ -10,47 +17,184 @@ from pamqp import base, commands
 from fakerabbit.broker import errors
 from fakerabbit.broker.session import Session
 from fakerabbit.protocol import framing
-from fakerabbit.protocol.codec import Cancel, Deliver, Return, reply_text
+from fakerabbit.protocol.codec import (
+    Cancel,
+    Deliver,
+    MethodDecodeError,
+    Return,
+    check_properties,
+    decode_args,
+)
+from fakerabbit.protocol.erlfmt import write as erl_write
 from fakerabbit.protocol.handlers import HANDLERS
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
 
 _PUBLISH_IDS = (60, 40)
+_CONTENT_METHODS = (commands.Basic.Publish, commands.Basic.Return, commands.Basic.Deliver, commands.Basic.GetOk)
+#: RabbitMQ's default max_message_size: 128 MiB up to 3.13, 16 MiB from 4.0.
+_MAX_MESSAGE_SIZE_3 = 134217728
+_MAX_MESSAGE_SIZE_4 = 16777216
 
 
 class ChannelHandler:
-    """Protocol state of one channel; the broker-side state lives in :attr:`session`."""
+    """Protocol state of one channel; the broker-side state lives in :attr:`session` once it is open."""
 
     def __init__(self, conn: AMQPConnection, number: int) -> None:
         self.conn = conn
         self.number = number
-        assert conn.info is not None
-        self.session = Session(conn.info, number, conn.broker.vhost(conn.info.vhost), self)
-        self.closing = False
-        self._publish: commands.Basic.Publish | None = None
-        self._props: bytes | None = None
+        #: "starting" (no channel.open yet), "open", or "closing" (the broker sent channel.close)
+        self.state = "starting"
+        self._session: Session | None = None
+        # content assembly: "method", "header" (a content method came) or "body" (its header came)
+        self._asm = "method"
+        self._method: base.Frame | None = None
+        self._ids = (0, 0)
+        self._props = b""
         self._body_size = 0
+        self._remaining = 0
         self._body: list[bytes] = []
-        self._received = 0
+        major = int(conn.broker.profile.server_version.split(".")[0])
+        self._max_message_size = _MAX_MESSAGE_SIZE_4 if major >= 4 else _MAX_MESSAGE_SIZE_3
+
+    @property
+    def session(self) -> Session:
+        assert self._session is not None, "channel is not open"
+        return self._session
+
+    @property
+    def closing(self) -> bool:
+        return self.state == "closing"
 
     # -- frames in ------------------------------------------------------------------------------------------
-    def handle_method(self, method: base.Frame, payload: bytes) -> None:
-        ids = (method.index >> 16, method.index & 0xFFFF)
-        if self.closing:
+    def handle_frame(self, ftype: int, payload: bytes) -> None:
+        if ftype == framing.FRAME_METHOD:
+            self._method_frame(payload)
+        elif ftype == framing.FRAME_HEADER:
+            self._header_frame(payload)
+        else:
+            self._body_frame(payload)
+
+    def _expected(self) -> errors.AMQPError:
+        if self._asm == "header":
+            return errors.UnexpectedFrame(
+                "expected content header for class 60, got non content header frame instead"
+            ).at(self._ids)
+        if self._asm == "body":
+            return errors.UnexpectedFrame("expected content body, got non content body frame instead").at(self._ids)
+        return errors.UnexpectedFrame("expected method frame, got non method frame instead")
+
+    def _method_frame(self, payload: bytes) -> None:
+        if self._asm != "method":
+            raise self._expected()
+        cls = framing.method_class(payload)
+        index = framing.method_index(payload)
+        ids = (index >> 16, index & 0xFFFF)
+        args = payload[4:]
+        try:
+            method = decode_args(cls, args)
+        except MethodDecodeError as exc:
+            if exc.kind == "table":
+                raise framing.UnknownMethod(f"malformed field table in {cls.name} arguments") from None
+            if exc.kind == "utf8":
+                raise errors.FrameError("Malformed UTF-8 in shortstr") from None
+            raise errors.FrameError(f"cannot decode {erl_write(args, pretty=False)}").at(ids) from None
+        if isinstance(method, _CONTENT_METHODS):
+            self._asm, self._method, self._ids = "header", method, ids
+            return
+        self._dispatch(method, ids, payload)
+
+    def _header_frame(self, payload: bytes) -> None:
+        if self._asm != "header":
+            raise self._expected()
+        parsed = framing.parse_content_header(payload)
+        assert parsed is not None  # the connection checked the length
+        class_id, weight, body_size, props = parsed
+        if weight != 0:
+            raise self._expected()
+        if class_id != 60:
+            raise errors.UnexpectedFrame(
+                f"expected content header for class 60, got one for class {class_id} instead"
+            ).at(self._ids)
+        self._props, self._body_size, self._remaining = props, body_size, body_size
+        if body_size == 0:
+            self._complete()
+        else:
+            self._asm = "body"
+
+    def _body_frame(self, payload: bytes) -> None:
+        if self._asm != "body":
+            raise self._expected()
+        # Like RabbitMQ, only a body that adds up exactly completes the message; too many octets leave the
+        # assembler waiting for more body frames forever (the next other frame is a 505).
+        self._remaining -= len(payload)
+        if self._remaining == 0:
+            self._body.append(payload)
+            self._complete()
+        elif self._remaining > 0 and self._body_size <= self._max_message_size:
+            self._body.append(payload)
+        else:
+            self._body = []
+
+    def _complete(self) -> None:
+        method, props, ids = self._method, self._props, self._ids
+        body = b"".join(self._body) if len(self._body) != 1 else self._body[0]
+        size = self._body_size
+        self._asm, self._method, self._props, self._body, self._body_size = "method", None, b"", [], 0
+        assert method is not None
+        self._dispatch(method, ids, b"", (props, body, size))
+
+    def _dispatch(
+        self, method: base.Frame, ids: tuple[int, int], payload: bytes, content: tuple[bytes, bytes, int] | None = None
+    ) -> None:
+        """``rabbit_channel:handle_method/3``, by channel state."""
+        if self.state == "closing":
             if isinstance(method, commands.Channel.CloseOk):
                 self.conn.channel_gone(self.number)
             elif isinstance(method, commands.Channel.Close):
-                self.conn.send(self.number, commands.Channel.CloseOk())
+                self.send(commands.Channel.CloseOk())
             return
-        if self._publish is not None:
-            raise errors.UnexpectedFrame(
-                "expected content header for class 60, got non content header frame instead"
-            ).at(ids)
+        if self.state == "starting":
+            if not isinstance(method, commands.Channel.Open):
+                raise errors.ChannelError("expected 'channel.open'").at(ids)
+            self._open()
+            return
+        if isinstance(method, commands.Channel.Open):
+            raise errors.ChannelError("second 'channel.open' seen").at(ids)
+        if isinstance(method, commands.Basic.Publish) and content is not None:
+            props, body, size = content
+            self.run(ids, lambda: self._publish(method, props, body, size))
+            return
         handler = HANDLERS.get(type(method))
         if handler is None:
-            raise errors.CommandInvalid(f"method {method.name} is not allowed from a client").at(ids)
+            raise errors.CommandInvalid("unimplemented method").at(ids)
         self.run(ids, lambda: handler(self, method, payload))
+
+    def _open(self) -> None:
+        info = self.conn.info
+        assert info is not None
+        self._session = Session(info, self.number, self.conn.broker.vhost(info.vhost), self)
+        info.sessions[self.number] = self._session
+        self.state = "open"
+        self.send(commands.Channel.OpenOk())
+
+    def _publish(self, m: commands.Basic.Publish, props: bytes, body: bytes, size: int) -> None:
+        if m.immediate:
+            raise errors.NotImplemented_("immediate=true")
+        if size > self._max_message_size:
+            raise errors.PreconditionFailed(
+                f"message size {size} is larger than configured max size {self._max_message_size}"
+            )
+        self.session.publish(
+            m.exchange or "",
+            m.routing_key or "",
+            bool(m.mandatory),
+            False,
+            props,
+            body,
+            props_valid=check_properties,
+        )
 
     def run(self, ids: tuple[int, int], fn: Callable[[], object]) -> None:
         """Run a broker call; soft errors close this channel, hard ones propagate to the connection."""
@@ -59,55 +203,9 @@ class ChannelHandler:
         except errors.SoftError as exc:
             self.close_with(exc, ids)
         except errors.AMQPError as exc:
-            raise exc.at(ids) from None
-
-    def handle_content(self, frame: framing.RawFrame) -> None:
-        if self.closing:
-            return
-        if frame.type == framing.FRAME_HEADER:
-            if self._publish is None or self._props is not None:
-                raise errors.UnexpectedFrame("expected method frame, got non method frame instead")
-            class_id, size, props = framing.decode_content_header(frame.payload)
-            if class_id != 60:
-                raise errors.FrameError(f"content header for class {class_id} instead of 60")
-            self._props, self._body_size = props, size
-            if size == 0:
-                self._complete()
-            return
-        if self._props is None:
-            raise errors.UnexpectedFrame(
-                "expected content header for class 60, got non content header frame instead"
-                if self._publish is not None
-                else "expected method frame, got non method frame instead"
-            )
-        self._body.append(frame.payload)
-        self._received += len(frame.payload)
-        if self._received > self._body_size:
-            raise errors.FrameError(
-                f"body size {self._received} exceeds the {self._body_size} announced in the content header"
-            )
-        if self._received == self._body_size:
-            self._complete()
-
-    def start_publish(self, method: commands.Basic.Publish) -> None:
-        self._publish = method
-
-    def _complete(self) -> None:
-        method, props = self._publish, self._props
-        body = b"".join(self._body) if len(self._body) != 1 else self._body[0]
-        self._publish, self._props, self._body, self._received, self._body_size = None, None, [], 0, 0
-        assert method is not None and props is not None
-        self.run(
-            _PUBLISH_IDS,
-            lambda: self.session.publish(
-                method.exchange or "",
-                method.routing_key or "",
-                bool(method.mandatory),
-                bool(method.immediate),
-                props,
-                body,
-            ),
-        )
+            if exc.method_ids == (0, 0) and exc.explanation:
+                exc.at(ids)
+            raise
 
     # -- frames out -----------------------------------------------------------------------------------------
     def send(self, method: base.Frame) -> None:
@@ -115,17 +213,29 @@ class ChannelHandler:
 
     def close_with(self, exc: errors.AMQPError, ids: tuple[int, int]) -> None:
         """A channel error: release the session and send channel.close; wait for close-ok."""
-        self.send(
-            commands.Channel.Close(
-                reply_code=exc.code, reply_text=reply_text(exc.reply_text), class_id=ids[0], method_id=ids[1]
+        self.conn.write(
+            framing.encode_close(
+                self.number, exc.code, exc.reply_text.encode("utf-8", "surrogateescape"), ids[0], ids[1]
             )
         )
-        self.closing = True
-        self._publish = self._props = None
-        self._body = []
-        self.session.close()
+        self.state = "closing"
+        self.release()
+
+    def release(self) -> None:
+        """The channel or its connection is closing: the broker session lets go of everything it holds."""
+        if self._session is not None and not self._session.closed:
+            self._session.close()
+
+    def resume_deliveries(self) -> None:
+        """The socket drained: consumers on this channel may receive again."""
+        if self._session is not None and not self._session.closed:
+            self._session.dispatch_all()
 
     # -- SessionSink ----------------------------------------------------------------------------------------
+    def writable(self) -> bool:
+        """False while the socket's write buffer is above its high-water mark (TCP back-pressure)."""
+        return not self.conn.write_paused
+
     def send_deliver(
         self,
         consumer_tag: str,
@@ -154,7 +264,8 @@ class ChannelHandler:
             self.send(commands.Basic.Nack(delivery_tag, multiple, False))
 
     def send_cancel(self, consumer_tag: str) -> None:
-        self.send(Cancel(consumer_tag, nowait=False))
+        # RabbitMQ sends basic.cancel with nowait=true: a client must not answer with cancel-ok
+        self.send(Cancel(consumer_tag, nowait=True))
 
     def send_get(self, method: base.Frame, props: bytes, body: bytes) -> None:
         head = framing.encode_method(self.number, method)

@@ -20,7 +20,7 @@ import struct
 from pamqp import base, commands
 
 from fakerabbit.broker import errors
-from fakerabbit.broker.fields import FieldError, Table, decode_table, table_to_python
+from fakerabbit.broker.fields import FieldError, Table, decode_table, encode_table, table_to_python
 
 
 class _NoValidate:
@@ -83,12 +83,27 @@ def typed_arguments(payload: bytes) -> Table:
                 offset += 1 + payload[offset]
         table, _ = decode_table(payload, offset)
     except (FieldError, IndexError, struct.error) as exc:
-        raise errors.FrameError(f"malformed arguments table: {exc}") from exc
+        # The table was validated as RabbitMQ's parser reads it; what is left is a type fakerabbit's codec does
+        # not know (RabbitMQ's undocumented ``L``).
+        raise errors.NotImplemented_(f"fakerabbit cannot read this arguments table: {exc}") from exc
     return table
+
+
+def strip_cr_lf(name: str) -> str:
+    """rabbit_channel:strip_cr_lf/1, applied to exchange and queue names."""
+    return name.replace("\r", "").replace("\n", "") if ("\r" in name or "\n" in name) else name
 
 
 def has_typed_arguments(index: int) -> bool:
     return index in _LAYOUTS
+
+
+def encode_connection_start(properties: list[tuple[str, str, object]], mechanisms: bytes, locales: bytes) -> bytes:
+    """``connection.start`` 0-9 with server-properties in the given key order (pamqp would sort the keys)."""
+    table = encode_table({key: (tag, value) for key, tag, value in properties})
+    payload = struct.pack(">HHBB", 10, 10, 0, 9) + table
+    payload += struct.pack(">I", len(mechanisms)) + mechanisms + struct.pack(">I", len(locales)) + locales
+    return struct.pack(">BHI", 1, 0, len(payload)) + payload + b"\xce"
 
 
 _ERRATA_CLOSE_TEXT_LIMIT = 255
@@ -107,7 +122,9 @@ def reply_text(text: str) -> str:
 
 # -- RabbitMQ's decoders, as validators ------------------------------------------------------------------------
 
-_FIXED_TAGS: dict[int, int] = {ord(t): n for t, n in zip("bBsuIilLfdDtT", (1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 5, 1, 8), strict=True)}
+_FIXED_TAGS: dict[int, int] = {
+    ord(t): n for t, n in zip("bBsuIilLfdDtT", (1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 5, 1, 8), strict=True)
+}
 _LENGTH_TAGS = frozenset(map(ord, "SxFA"))
 _u32 = struct.Struct(">I")
 
@@ -136,7 +153,7 @@ def _valid_field_value(data: bytes, pos: int, end: int) -> int:
     if tag in _LENGTH_TAGS:
         if pos + 4 > end:
             return -1
-        stop = pos + 4 + _u32.unpack_from(data, pos)[0]
+        stop = pos + 4 + int(_u32.unpack_from(data, pos)[0])
         if stop > end:
             return -1
         if tag == 0x46:  # F
@@ -265,7 +282,7 @@ def decode_args(cls: type[base.Frame], args: bytes) -> base.Frame:
 
 
 # Basic's 14 properties in flag order (bit 15 down to bit 2): s = shortstr, t = table, o = octet, l = 64 bits.
-_PROPERTY_KINDS = "sstoossssslsss"
+_PROPERTY_KINDS = "sstoosssslssss"
 
 
 def check_properties(props: bytes) -> bool:

@@ -1,4 +1,20 @@
-"""One client connection: handshake, channel 0, heartbeats, errors, and coalesced writes."""
+"""One client connection, modelled on RabbitMQ's ``rabbit_reader``: handshake, channel 0, frame dispatch,
+errors, heartbeats, flow control (resource alarms, TCP back-pressure) and coalesced writes.
+
+Connection states follow the reader's: ``header`` (waiting for the protocol header), ``starting`` (start sent),
+``tuning`` (tune sent), ``opening`` (tune-ok received), ``running``, and ``closed`` (a close was exchanged or
+sent: only ``connection.close`` / ``close-ok`` on channel 0 are still read, until the client closes the socket
+or a timeout passes). How an error ends the connection depends on the state, exactly as in RabbitMQ 3.10:
+
+* running or opening: ``connection.close`` with the code, text and offending method ids, then wait for
+  ``close-ok`` (at most the heartbeat interval, capped at 30 s);
+* during the handshake: no frame at all, the socket is closed after RabbitMQ's 3 s "silent close" delay —
+  except a refused login by a client with the ``authentication_failure_close`` capability, which is told 403;
+* a frame that is too large or has a bad frame-end octet: the close frame (if running), then the socket is
+  closed after 3 s whatever the client does;
+* a method id the framing does not know, or a malformed field table in method arguments: RabbitMQ's reader
+  crashes, so the socket closes at once without a close frame.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +27,15 @@ from pamqp import base, commands
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.broker import ConnectionInfo
-from fakerabbit.broker.fields import FieldError, decode_table, table_to_python
 from fakerabbit.clock import real_monotonic
-from fakerabbit.protocol import framing
+from fakerabbit.protocol import erlfmt, framing
 from fakerabbit.protocol.channel import ChannelHandler
-from fakerabbit.protocol.codec import reply_text
+from fakerabbit.protocol.codec import (
+    MethodDecodeError,
+    decode_args,
+    encode_connection_start,
+)
+from fakerabbit.protocol.erlfmt import Atom
 
 if TYPE_CHECKING:
     from fakerabbit.server import Server
@@ -27,32 +47,82 @@ _monotonic = real_monotonic  # never frozen or shifted by freezegun / time-machi
 CHANNEL_MAX = 2047
 FRAME_MAX = 131072
 HEARTBEAT = 60
+#: rabbit_reader's ?SILENT_CLOSE_DELAY: after a handshake error or a fatal frame error the socket is closed this
+#: many seconds later.
+SILENT_CLOSE_DELAY = 3.0
+#: rabbit_reader's ?CLOSING_TIMEOUT: the longest the broker waits for the client to close after a close.
+CLOSING_TIMEOUT = 30.0
+#: rabbit's handshake_timeout: a client must get to open-ok within this many seconds.
+HANDSHAKE_TIMEOUT = 10.0
+#: A peer that sends nothing for this many heartbeat intervals is dropped (no close frame), as RabbitMQ 3.10.8
+#: drops a client that stops talking right after connection.open (rabbit_heartbeat checks once an interval).
+HEARTBEAT_TIMEOUT_INTERVALS = 3
 
 #: Reply codes recorded as problems: the client broke the protocol (501-505) or asked for something the fake
 #: does not do (540 NOT_IMPLEMENTED, 541 INTERNAL_ERROR).
 PROBLEM_CODES = frozenset({501, 502, 503, 504, 505, 540, 541})
 
+_HANDSHAKE_STATES = ("starting", "tuning")
+_CONNECTION_CLASS = 10
 
-def server_properties(version: str) -> dict[str, Any]:
-    return {
-        "capabilities": {
-            "publisher_confirms": True,
-            "exchange_exchange_bindings": True,
-            "basic.nack": True,
-            "consumer_cancel_notify": True,
-            "connection.blocked": True,
-            "consumer_priorities": True,
-            "authentication_failure_close": True,
-            "per_consumer_qos": True,
-            "direct_reply_to": True,
-        },
-        "cluster_name": "rabbit@fakerabbit",
-        "copyright": "Copyright (c) 2007-2024 Broadcom Inc and/or its subsidiaries",
-        "information": "Licensed under the MPL 2.0. Website: https://rabbitmq.com",
-        "platform": "Erlang/OTP 26.2.5",
-        "product": "RabbitMQ",
-        "version": version,
-    }
+
+def server_properties(version: str) -> list[tuple[str, str, Any]]:
+    """``connection.start``'s server-properties in RabbitMQ's wire order, as (key, field type, value)."""
+    major_minor = tuple(int(x) for x in version.split(".")[:2])
+    if major_minor < (3, 13):
+        copyright_, otp = "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.", "25.3"
+    elif major_minor < (4, 1):
+        copyright_, otp = "Copyright (c) 2007-2024 Broadcom Inc and/or its subsidiaries", "26.2.5"
+    else:
+        copyright_, otp = "Copyright (c) 2007-2025 Broadcom Inc and/or its subsidiaries", "27.3"
+    capabilities = [
+        "publisher_confirms",
+        "exchange_exchange_bindings",
+        "basic.nack",
+        "consumer_cancel_notify",
+        "connection.blocked",
+        "consumer_priorities",
+        "authentication_failure_close",
+        "per_consumer_qos",
+        "direct_reply_to",
+    ]
+    return [
+        ("capabilities", "F", {name: ("t", True) for name in capabilities}),
+        ("cluster_name", "S", "rabbit@fakerabbit"),
+        ("copyright", "S", copyright_),
+        ("information", "S", "Licensed under the MPL 2.0. Website: https://rabbitmq.com"),
+        ("platform", "S", f"Erlang/OTP {otp}"),
+        ("product", "S", "RabbitMQ"),
+        ("version", "S", version),
+    ]
+
+
+def _parse_plain(response: bytes) -> tuple[str, str] | None:
+    """rabbit_auth_mechanism_plain: exactly ``\\0user\\0password`` (no authorization identity)."""
+    if not response.startswith(b"\x00"):
+        return None
+    parts = response[1:].split(b"\x00")
+    if len(parts) != 2:
+        return None
+    return parts[0].decode("utf-8", "surrogateescape"), parts[1].decode("utf-8", "surrogateescape")
+
+
+def _parse_amqplain(response: bytes) -> tuple[str, str] | None:
+    """rabbit_auth_mechanism_amqplain: a field table without its length prefix holding LOGIN and PASSWORD."""
+    from fakerabbit.broker.fields import FieldError, decode_table
+
+    try:
+        table, _ = decode_table(struct.pack(">I", len(response)) + response)
+    except FieldError:
+        return None
+    login, password = table.get("LOGIN"), table.get("PASSWORD")
+    if login is None or password is None or login[0] != "S" or password[0] != "S":
+        return None
+    return str(login[1]), str(password[1])
+
+
+class _Silent(Exception):
+    """The connection is to be closed without a close frame after the silent-close delay."""
 
 
 class AMQPConnection(asyncio.Protocol):
@@ -64,24 +134,41 @@ class AMQPConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.state = "header"
         self._header = b""
-        self.reader = framing.FrameReader(FRAME_MAX)
+        self.reader = framing.FrameReader(framing.FRAME_MIN_SIZE)
         self.channels: dict[int, ChannelHandler] = {}
         self.info: ConnectionInfo | None = None
         self.user = ""
+        self.vhost = ""
         self.channel_max = CHANNEL_MAX
         self.frame_max = FRAME_MAX
         self.heartbeat = 0
         self.client_properties: dict[str, Any] = {}
+        self.capabilities: dict[str, Any] = {}
         self._out: list[bytes] = []
-        self.closing = False
+        #: No more input is read (a fatal error or the silent-close delay is running).
+        self.stopped = False
+        #: The socket is gone (or going): nothing more is written.
         self.closed = False
         self._last_recv = _monotonic()
         self._last_send = _monotonic()
         self._hb_handle: asyncio.TimerHandle | None = None
-        self._close_timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self.peer = ""
-        self.blocked_capable = False
         self.write_paused = False
+        # publisher flow control (rabbit_reader's #throttle{})
+        self.should_block = False
+        self.blocked = False
+        self.blocked_sent = False
+
+    # -- compatibility ----------------------------------------------------------------------------------------
+    @property
+    def closing(self) -> bool:
+        """A close is under way (sent or exchanged)."""
+        return self.state == "closed" or self.closed
+
+    @property
+    def blocked_capable(self) -> bool:
+        return self.capabilities.get("connection.blocked") is True
 
     # -- asyncio.Protocol -------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -91,13 +178,16 @@ class AMQPConnection(asyncio.Protocol):
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
         self.server.connections.add(self)
+        self._timer = self._loop().call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
         self._last_recv = _monotonic()
+        if self.stopped:
+            return
         if self.server.on_inbound is not None:
-            self.server.on_inbound()
+            self.server.on_inbound()  # the following clock fires timers that fell due before this command
         try:
             if self.state == "header":
                 self._header += data
@@ -105,53 +195,19 @@ class AMQPConnection(asyncio.Protocol):
                     return
                 header, data = self._header[:8], self._header[8:]
                 self._header = b""
-                if header != framing.PROTOCOL_HEADER:
-                    self.broker.report_problem(
-                        f"connection {self.peer or '?'} sent protocol header {header!r}, not AMQP 0-9-1"
-                    )
-                    self.write(framing.PROTOCOL_HEADER)
-                    self.flush()
-                    self.abort(graceful=True)
+                if not self._protocol_header(header):
                     return
-                self.send(
-                    0,
-                    commands.Connection.Start(
-                        version_major=0,
-                        version_minor=9,
-                        server_properties=server_properties(self.broker.profile.server_version),
-                        mechanisms="AMQPLAIN PLAIN",
-                        locales="en_US",
-                    ),
-                )
-                self.state = "start"
             if data:
                 self.reader.feed(data)
-                self._process()
+            self._process()
         finally:
             self.server.flush()
-
-    def _process(self) -> None:
-        while not self.closed:
-            try:
-                frame = self.reader.next_frame()
-            except errors.AMQPError as exc:
-                self.fail(exc, 0, 0, fatal=True)
-                return
-            if frame is None:
-                return
-            try:
-                self._handle_frame(frame)
-            except errors.AMQPError as exc:
-                self.fail(exc, *exc.method_ids, fatal=isinstance(exc, errors.FrameError))
-            except Exception as exc:  # never let a bug take the broker down
-                log.exception("internal error handling a frame")
-                self.fail(errors.InternalError(f"fakerabbit internal error: {exc!r}"), 0, 0)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
         self.server.dirty.discard(self)
-        for handle in (self._hb_handle, self._close_timer):
+        for handle in (self._hb_handle, self._timer):
             if handle is not None:
                 handle.cancel()
         self._teardown()
@@ -162,6 +218,9 @@ class AMQPConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        for ch in list(self.channels.values()):
+            ch.resume_deliveries()
+        self.server.flush()
 
     # -- output -----------------------------------------------------------------------------------------------
     def write(self, data: bytes) -> None:
@@ -189,8 +248,8 @@ class AMQPConnection(asyncio.Protocol):
             self._out.clear()
 
     def abort(self, *, graceful: bool = False) -> None:
-        """Close the socket (after flushing when ``graceful``)."""
-        if self.transport is None:
+        """Close the socket now (after flushing what is queued when ``graceful``; otherwise a reset)."""
+        if self.transport is None or self.closed:
             return
         if graceful:
             self.flush()
@@ -198,44 +257,135 @@ class AMQPConnection(asyncio.Protocol):
         else:
             self.transport.abort()
         self.closed = True
+        self.stopped = True
         self._teardown()
 
+    def _close_later(self, delay: float) -> None:
+        """Stop reading and close the socket after ``delay`` seconds (flushing first)."""
+        self.stopped = True
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+        self._teardown()
+        self._set_timer(delay, lambda: self.abort(graceful=True))
+
+    def _set_timer(self, delay: float, fn: Any) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop().call_later(delay, fn)
+
+    @staticmethod
+    def _loop() -> asyncio.AbstractEventLoop:
+        return asyncio.get_event_loop()
+
+    # -- input ------------------------------------------------------------------------------------------------
+    def _protocol_header(self, header: bytes) -> bool:
+        if header not in framing.ACCEPTED_HEADERS:
+            self.broker.report_problem(f"connection {self.peer or '?'} sent protocol header {header!r}, not AMQP 0-9-1")
+            self.write(framing.PROTOCOL_HEADER)
+            self.abort(graceful=True)
+            return False
+        props = server_properties(self.broker.profile.server_version)
+        self.write(encode_connection_start(props, b"PLAIN AMQPLAIN", b"en_US"))
+        self.state = "starting"
+        return True
+
+    def _process(self) -> None:
+        while not self.stopped and not self.closed and not self.blocked:
+            try:
+                frame = self.reader.next_frame()
+            except framing.FrameTooLarge as exc:
+                too_large: erlfmt.Term = (Atom("frame_too_large"), exc.size, exc.limit)
+                self._fatal_frame_error(erlfmt.frame_error_text(exc.type, b"", too_large))
+                return
+            except framing.BadFrameEnd as exc:
+                bad_end: erlfmt.Term = (Atom("invalid_frame_end_marker"), exc.end)
+                self._fatal_frame_error(erlfmt.frame_error_text(exc.type, exc.payload, bad_end))
+                return
+            if frame is None:
+                return
+            try:
+                self._handle_frame(frame)
+            except framing.UnknownMethod as exc:
+                self._crash(str(exc))
+            except _Silent as exc:
+                self._silent_close(str(exc))
+            except errors.AMQPError as exc:
+                self.handle_exception(exc)
+            except Exception as exc:  # never let a bug take the broker down
+                log.exception("internal error handling a frame")
+                self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+                self.handle_exception(errors.InternalError(""))
+
+    def _handshake_timeout(self) -> None:
+        self._timer = None
+        if self.state in ("header", "starting", "tuning", "opening") and not self.closed:
+            log.info("handshake timeout from %s", self.peer)
+            self.abort(graceful=True)
+
     # -- errors -----------------------------------------------------------------------------------------------
-    def fail(self, exc: errors.AMQPError, class_id: int, method_id: int, *, fatal: bool = False) -> None:
-        """A connection error: send connection.close with RabbitMQ's code and text, then close."""
-        if self.closing or self.closed:
+    def handle_exception(self, exc: errors.AMQPError) -> None:
+        """``rabbit_reader:handle_exception/3``: what an error does depends on the connection state."""
+        if self.state == "closed" or self.closed:
             return
+        if self.state in _HANDSHAKE_STATES:
+            if self.state == "starting" and isinstance(exc, errors.AccessRefusedHard):
+                if self.capabilities.get("authentication_failure_close") is True:
+                    self._send_close(exc)
+                self._silent_close(exc.reply_text, report=False)
+            else:
+                self._silent_close(exc.reply_text)
+            return
+        self._send_close(exc)
+        self.state = "closed"
+        self._teardown()
+        timeout = self.heartbeat if 0 < self.heartbeat < CLOSING_TIMEOUT else CLOSING_TIMEOUT
+        self._set_timer(timeout, lambda: self.abort(graceful=True))
+
+    def _send_close(self, exc: errors.AMQPError) -> None:
+        class_id, method_id = exc.method_ids
         if exc.code in PROBLEM_CODES:
             method = commands.INDEX_MAPPING.get((class_id << 16) | method_id) if class_id else None
             where = f" (in reply to {getattr(method, 'name', method)})" if method is not None else ""
             self.broker.report_problem(f"connection {self.peer or '?'} closed with {exc.reply_text}{where}")
-        self.send(
-            0,
-            commands.Connection.Close(
-                reply_code=exc.code, reply_text=reply_text(exc.reply_text), class_id=class_id, method_id=method_id
-            ),
+        self.write(
+            framing.encode_close(0, exc.code, exc.reply_text.encode("utf-8", "surrogateescape"), class_id, method_id)
         )
-        self.closing = True
-        self._teardown()
-        if fatal or self.state in ("start", "tune"):
-            self.flush()
-            self.abort(graceful=True)
-            return
-        loop = asyncio.get_event_loop()
-        self._close_timer = loop.call_later(1.0, self.abort)
+
+    def _fatal_frame_error(self, text: str) -> None:
+        """rabbit_reader:fatal_frame_error/5: report (if opening or running), then close after the silent-close
+        delay whatever the client does."""
+        if self.state in ("opening", "running"):
+            self._send_close(errors.FrameError(text))
+            self.state = "closed"
+        else:
+            self.broker.report_problem(f"connection {self.peer or '?'}: FRAME_ERROR - {text}")
+        self._close_later(SILENT_CLOSE_DELAY)
+
+    def _silent_close(self, why: str, *, report: bool = True) -> None:
+        """A handshake error: no close frame; the socket goes after the silent-close delay."""
+        if report:
+            self.broker.report_problem(f"connection {self.peer or '?'} refused during the handshake: {why}")
+        self._close_later(SILENT_CLOSE_DELAY)
+
+    def _crash(self, why: str) -> None:
+        """What RabbitMQ's reader does when it crashes: the socket closes at once, without a close frame."""
+        self.broker.report_problem(f"connection {self.peer or '?'} dropped (RabbitMQ's reader would crash): {why}")
+        self.abort(graceful=True)
 
     def close_by_server(self, code: int, text: str) -> None:
         """Fault injection / management API: close this connection with connection.close."""
         exc = errors.ConnectionForced(text)
         exc.code = code
-        self.fail(exc, 0, 0)
+        if self.state in ("running", "opening"):
+            self.handle_exception(exc)
+        else:
+            self.abort(graceful=True)
         self.server.flush()
 
     def _teardown(self) -> None:
         """Release the broker side: channels closed (unacked requeued), exclusive queues dropped."""
         for ch in list(self.channels.values()):
-            if not ch.session.closed:
-                ch.session.close()
+            ch.release()
         self.channels.clear()
         if self.info is not None:
             self.broker.close_connection(self.info)
@@ -243,160 +393,210 @@ class AMQPConnection(asyncio.Protocol):
 
     # -- frames -----------------------------------------------------------------------------------------------
     def _handle_frame(self, frame: framing.RawFrame) -> None:
-        if frame.type == framing.FRAME_HEARTBEAT:
-            if frame.channel != 0:
-                raise errors.FrameError("heartbeat frame on non-zero channel")
-            return
-        if self.closing:
-            if frame.channel == 0 and frame.type == framing.FRAME_METHOD:
-                method = framing.decode_method(frame.payload)
-                if isinstance(method, commands.Connection.CloseOk | commands.Connection.Close):
-                    if isinstance(method, commands.Connection.Close):
-                        self.send(0, commands.Connection.CloseOk())
+        """``rabbit_reader:handle_frame/4``."""
+        ftype, channel, payload = frame.type, frame.channel, frame.payload
+        if self.state == "closed":
+            if channel == 0 and ftype == framing.FRAME_METHOD and len(payload) >= 4:
+                cls = framing.method_class(payload)
+                try:
+                    method = decode_args(cls, payload[4:])
+                except MethodDecodeError:
+                    return
+                if isinstance(method, commands.Connection.Close):
+                    self.send(0, commands.Connection.CloseOk())
+                elif isinstance(method, commands.Connection.CloseOk):
                     self.abort(graceful=True)
             return
-        if frame.channel == 0:
-            if frame.type != framing.FRAME_METHOD:
-                raise errors.UnexpectedFrame("expected method frame, got non method frame instead")
-            method = framing.decode_method(frame.payload)
-            self._connection_method(method)
-            return
-        if self.state != "opened":
-            raise errors.CommandInvalid("channel frames before connection.open-ok")
-        ch = self.channels.get(frame.channel)
-        if frame.type == framing.FRAME_METHOD:
-            method = framing.decode_method(frame.payload)
-            if isinstance(method, commands.Channel.Open):
-                self._open_channel(frame.channel, method)
+        if channel == 0:
+            if ftype == framing.FRAME_METHOD and len(payload) >= 4:
+                self._method0(payload)
+            elif ftype == framing.FRAME_HEARTBEAT and not payload:
                 return
-            if ch is None:
-                raise errors.ChannelError(f"expected 'channel.open' on channel {frame.channel}").at(
-                    (method.index >> 16, method.index & 0xFFFF)
+            elif ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12):
+                raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+            else:
+                raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame")))
+            return
+        if self.state != "running":
+            raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+        if ftype == framing.FRAME_METHOD and len(payload) >= 4:
+            framing.method_class(payload)  # unknown ids: the reader crashes before the channel sees it
+        elif ftype == framing.FRAME_HEARTBEAT and not payload:
+            raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+        elif not (ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12)):
+            raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame")))
+        ch = self.channels.get(channel)
+        if ch is None:
+            if len(self.channels) >= self.channel_max:
+                raise errors.NotAllowed(
+                    f"number of channels opened ({len(self.channels)}) has reached the negotiated "
+                    f"channel_max ({self.channel_max})"
                 )
-            ch.handle_method(method, frame.payload)
-        else:
-            if ch is None:
-                raise errors.ChannelError(f"expected 'channel.open' on channel {frame.channel}")
-            ch.handle_content(frame)
+            ch = self.channels[channel] = ChannelHandler(self, channel)
+        ch.handle_frame(ftype, payload)
+        if ftype != framing.FRAME_METHOD and not self.closed:
+            self.publish_received()
 
-    def _open_channel(self, number: int, method: commands.Channel.Open) -> None:
-        if number in self.channels:
-            raise errors.ChannelError("second 'channel.open' seen").at((20, 10))
-        if number > self.channel_max:
-            raise errors.NotAllowed(f"channel number {number} exceeds negotiated channel_max {self.channel_max}").at(
-                (20, 10)
+    def _method0(self, payload: bytes) -> None:
+        """``rabbit_reader:handle_method0/3``: decode failures are internal errors here (541, ids 0 0)."""
+        cls = framing.method_class(payload)
+        index = framing.method_index(payload)
+        ids = (index >> 16, index & 0xFFFF)
+        try:
+            method = decode_args(cls, payload[4:])
+        except MethodDecodeError as exc:
+            if exc.kind == "table":
+                raise framing.UnknownMethod(f"malformed field table in {cls.name}") from None
+            if exc.kind == "utf8":
+                raise errors.FrameError("Malformed UTF-8 in shortstr").at(ids) from None
+            raise errors.InternalError("") from None
+        try:
+            self._connection_method(method)
+        except errors.AMQPError as exc:
+            if exc.method_ids == (0, 0) and not isinstance(exc, errors.AccessRefusedHard):
+                exc.at(ids)
+            raise
+
+    def _connection_method(self, method: base.Frame) -> None:
+        state = self.state
+        if isinstance(method, commands.Connection.StartOk) and state == "starting":
+            self._start_ok(method)
+        elif isinstance(method, commands.Connection.TuneOk) and state == "tuning":
+            self._tune_ok(method)
+        elif isinstance(method, commands.Connection.Open) and state == "opening":
+            self._open(method)
+        elif isinstance(method, commands.Connection.Close) and state == "running":
+            self._teardown()
+            self.send(0, commands.Connection.CloseOk())
+            self.state = "closed"
+            self._set_timer(CLOSING_TIMEOUT, lambda: self.abort(graceful=True))
+        elif isinstance(method, commands.Connection.UpdateSecret) and state == "running":
+            self.send(0, commands.Connection.UpdateSecretOk())
+        else:
+            raise errors.ChannelError(f"unexpected method in connection state {state}")
+
+    def _start_ok(self, m: commands.Connection.StartOk) -> None:
+        props = m.client_properties if isinstance(m.client_properties, dict) else {}
+        self.client_properties = dict(props)
+        caps = self.client_properties.get("capabilities")
+        self.capabilities = dict(caps) if isinstance(caps, dict) else {}
+        mechanism = m.mechanism or ""
+        response = m.response if isinstance(m.response, bytes) else str(m.response or "").encode()
+        if mechanism == "PLAIN":
+            creds = _parse_plain(response)
+        elif mechanism == "AMQPLAIN":
+            creds = _parse_amqplain(response)
+        else:
+            raise errors.CommandInvalid(f"unknown authentication mechanism '{mechanism}'")
+        if creds is None:
+            raise errors.SyntaxError_(f"{mechanism} response invalid")
+        user, password = creds
+        if not self.broker.auth.authenticate(user, password):
+            raise errors.AccessRefusedHard(
+                f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
             )
-        assert self.info is not None
-        ch = ChannelHandler(self, number)
-        self.channels[number] = ch
-        self.info.sessions[number] = ch.session
-        self.send(number, commands.Channel.OpenOk())
+        self.user = user
+        self.send(0, commands.Connection.Tune(channel_max=CHANNEL_MAX, frame_max=FRAME_MAX, heartbeat=HEARTBEAT))
+        self.state = "tuning"
+
+    def _tune_ok(self, m: commands.Connection.TuneOk) -> None:
+        frame_max, channel_max, heartbeat = m.frame_max or 0, m.channel_max or 0, m.heartbeat or 0
+        for field, value, low, high in (
+            ("frame_max", frame_max, framing.FRAME_MIN_SIZE, FRAME_MAX),
+            ("channel_max", channel_max, 1, CHANNEL_MAX),
+        ):
+            if value != 0 and value < low:
+                raise errors.NotAllowed(f"negotiated {field} = {value} is lower than the minimum allowed value ({low})")
+            if value == 0 or value > high:
+                detail = " (no limit)" if field == "channel_max" and value == 0 else ""
+                raise errors.NotAllowed(
+                    f"negotiated {field} = {value}{detail} is higher than the maximum allowed value ({high})"
+                )
+        self.frame_max, self.channel_max, self.heartbeat = frame_max, channel_max, heartbeat
+        self.reader.frame_max = frame_max
+        self.state = "opening"
+        if heartbeat:
+            self._schedule_heartbeat()
+
+    def _open(self, m: commands.Connection.Open) -> None:
+        vhost = m.virtual_host or ""
+        self.info = self.broker.open_connection(
+            self.user, vhost, peer=self.peer, client_properties=self.client_properties
+        )
+        self.vhost = vhost
+        self.info.close = self.close_by_server
+        self.info.drop = self.abort
+        self.info.blocked = self.set_blocked
+        self.send(0, commands.Connection.OpenOk())
+        self.state = "running"
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def channel_gone(self, number: int) -> None:
         self.channels.pop(number, None)
         if self.info is not None:
             self.info.sessions.pop(number, None)
 
-    def _connection_method(self, method: base.Frame) -> None:
-        ids = (method.index >> 16, method.index & 0xFFFF)
-        try:
-            self._connection_method_inner(method)
-        except errors.AMQPError as exc:
-            raise exc.at(ids) from None
-
-    def _connection_method_inner(self, method: base.Frame) -> None:
-        state = self.state
-        if isinstance(method, commands.Connection.StartOk) and state == "start":
-            self._start_ok(method)
-        elif isinstance(method, commands.Connection.TuneOk) and state == "tune":
-            self._tune_ok(method)
-        elif isinstance(method, commands.Connection.Open) and state == "open":
-            self._open(method)
-        elif isinstance(method, commands.Connection.Close):
-            self.send(0, commands.Connection.CloseOk())
-            self.flush()
-            self._teardown()
-            self.abort(graceful=True)
-        elif isinstance(method, commands.Connection.CloseOk):
-            self.abort(graceful=True)
-        elif isinstance(method, commands.Connection.UpdateSecret) and state == "opened":
-            self.send(0, commands.Connection.UpdateSecretOk())
-        elif state in ("start", "tune", "open"):
-            raise errors.CommandInvalid(f"expected a different method in state '{state}', got {method.name}")
-        else:
-            raise errors.CommandInvalid(f"unexpected method on channel 0: {method.name}")
-
-    def _start_ok(self, m: commands.Connection.StartOk) -> None:
-        self.client_properties = dict(m.client_properties or {})
-        caps = self.client_properties.get("capabilities") or {}
-        self.blocked_capable = bool(isinstance(caps, dict) and caps.get("connection.blocked"))
-        mechanism = m.mechanism or ""
-        response = m.response or ""
-        raw = response.encode("utf-8", "surrogateescape") if isinstance(response, str) else bytes(response)
-        user = password = None
-        if mechanism == "PLAIN":
-            parts = raw.split(b"\x00")
-            if len(parts) == 3:
-                user, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
-        elif mechanism == "AMQPLAIN":
-            try:
-                table, _ = decode_table(struct.pack(">I", len(raw)) + raw)
-                plain = table_to_python(table)
-                user, password = str(plain.get("LOGIN", "")), str(plain.get("PASSWORD", ""))
-            except FieldError:
-                user = None
-        else:
-            raise errors.CommandInvalid(f"unknown authentication mechanism '{mechanism}'")
-        if user is None or password is None or not self.broker.auth.authenticate(user, password):
-            raise errors.AccessRefusedHard(
-                f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
-            )
-        self.user = user
-        self.send(0, commands.Connection.Tune(channel_max=CHANNEL_MAX, frame_max=FRAME_MAX, heartbeat=HEARTBEAT))
-        self.state = "tune"
-
-    def _tune_ok(self, m: commands.Connection.TuneOk) -> None:
-        self.channel_max = m.channel_max or CHANNEL_MAX
-        self.frame_max = m.frame_max or FRAME_MAX
-        if self.frame_max < framing.FRAME_MIN_SIZE:
-            raise errors.NotAllowed(f"frame_max={self.frame_max} < {framing.FRAME_MIN_SIZE} min size")
-        self.reader.frame_max = self.frame_max
-        self.heartbeat = m.heartbeat or 0
-        self.state = "open"
-        if self.heartbeat:
-            self._schedule_heartbeat()
-
-    def _open(self, m: commands.Connection.Open) -> None:
-        vhost = m.virtual_host or "/"
-        self.info = self.broker.open_connection(
-            self.user, vhost, peer=self.peer, client_properties=self.client_properties
-        )
-        self.info.close = self.close_by_server
-        self.info.drop = self.abort
-        self.info.blocked = self.set_blocked
-        self.send(0, commands.Connection.OpenOk())
-        self.state = "opened"
-
+    # -- flow control -------------------------------------------------------------------------------------------
     def set_blocked(self, blocked: bool, reason: str) -> None:
-        if self.blocked_capable and not self.closed:
+        """Fault injection: tell the client it is blocked / unblocked (nothing is held back)."""
+        if self.blocked_capable and not self.closing and self.state == "running":
             self.send(0, commands.Connection.Blocked(reason) if blocked else commands.Connection.Unblocked())
             self.server.flush()
 
-    # -- heartbeats (real time, never the virtual clock) -----------------------------------------------------------
+    def publish_received(self) -> None:
+        """A content frame arrived: under a resource alarm this connection gets blocked."""
+        if self.server.alarms.blocking:
+            self.should_block = True
+            self._maybe_block()
+
+    def control_throttle(self) -> None:
+        """An alarm changed (rabbit_reader:control_throttle/1)."""
+        if self.state != "running" or self.closed:
+            return
+        if self.blocked and not self.server.alarms.blocking:
+            self.blocked = False
+            self.should_block = False
+            if self.blocked_sent:
+                self.send(0, commands.Connection.Unblocked())
+                self.blocked_sent = False
+            if self.transport is not None and not self.stopped:
+                self.transport.resume_reading()
+            self._last_recv = _monotonic()
+            self._process()
+        elif not self.blocked:
+            self._maybe_block()
+
+    def _maybe_block(self) -> None:
+        if not (self.should_block and self.server.alarms.blocking) or self.blocked:
+            return
+        self.blocked = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+        if self.blocked_capable and not self.blocked_sent:
+            self.send(0, commands.Connection.Blocked(self.server.alarms.reason()))
+            self.blocked_sent = True
+
+    # -- heartbeats (real time, never the virtual clock) ----------------------------------------------------------
     def _schedule_heartbeat(self) -> None:
-        loop = asyncio.get_event_loop()
-        interval = max(self.heartbeat / 2, 0.05)
-        self._hb_handle = loop.call_later(interval, self._heartbeat_tick)
+        self._hb_handle = self._loop().call_later(self.heartbeat / 2, self._heartbeat_tick)
 
     def _heartbeat_tick(self) -> None:
-        if self.closed:
+        # Timers run on the loop's clock, which freezegun may move; what counts is real elapsed time.
+        if self.closed or self.stopped:
             return
         now = _monotonic()
-        if now - self._last_recv > 2 * self.heartbeat:
-            log.info("missed heartbeats from %s, closing", self.peer)
-            self.abort()
-            return
-        if now - self._last_send >= self.heartbeat / 2:
+        if now - self._last_send >= self.heartbeat / 2 - 0.01:
             self.write(framing.HEARTBEAT_FRAME)
             self.flush()
+        if self.blocked:  # RabbitMQ pauses the receive monitor of a blocked connection
+            self._last_recv = now
+        elif now - self._last_recv >= HEARTBEAT_TIMEOUT_INTERVALS * self.heartbeat - 0.01:
+            log.info("missed heartbeats from %s, closing", self.peer)
+            self.broker.report_problem(
+                f"connection {self.peer or '?'} missed heartbeats (heartbeat {self.heartbeat} s): closed"
+            )
+            self.abort(graceful=True)
+            return
         self._schedule_heartbeat()

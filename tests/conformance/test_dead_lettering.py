@@ -205,7 +205,7 @@ def test_q12_nack_requeue_nack_norequeue_basic_get(broker: Target, ch, qtype: st
     tags = [get(ch, q)[0].delivery_tag for _ in range(3)]
     ch.basic_nack(tags[1], multiple=True, requeue=True)
     wait_ready(broker, ch, q, 2)
-    m4, _, b4 = get(ch, q)
+    _, _, b4 = get(ch, q)
     m5, _, b5 = get(ch, q)
     assert (b4, b5) == (b"m1", b"m2")
     ch.basic_nack(m5.delivery_tag, multiple=True, requeue=False)
@@ -569,8 +569,15 @@ def test_dead_lettering_switch_off(broker: Target) -> None:
         conn = pika.BlockingConnection(pika.URLParameters(rabbit.url))
         ch = conn.channel()
         ch.queue_declare("dlq")
-        ch.queue_declare("q", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq",
-                                         "x-message-ttl": 1000, "x-max-length": 2})
+        ch.queue_declare(
+            "q",
+            arguments={
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "dlq",
+                "x-message-ttl": 1000,
+                "x-max-length": 2,
+            },
+        )
         for b in (b"1", b"2", b"3"):
             ch.basic_publish("", "q", b)  # 1 dropped by max-length
         method, _, _ = ch.basic_get("q")
@@ -581,3 +588,63 @@ def test_dead_lettering_switch_off(broker: Target) -> None:
         reasons = [e.details["reason"] for e in rabbit.broker.events if e.kind == "dropped"]
         assert reasons == ["maxlen", "rejected", "expired"]
         conn.close()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Q39-Q42: the metric scenarios. The fake has no Prometheus counters (MI-1 is optional); its event log is the
+# equivalent: one ``dropped`` event per message, with the reason the counter would be labelled with.
+
+
+def _dropped(broker: Target, reason: str) -> int:
+    assert broker.fake is not None
+    return sum(1 for e in broker.fake.broker.events if e.kind == "dropped" and e.details["reason"] == reason)
+
+
+def test_q39_metric_maxlen(broker: Target, ch) -> None:
+    """Q39: max-length 1, drop-head, no DLX: 1000 publishes leave the last one; 999 dropped (maxlen)."""
+    q = broker.name("q")
+    declare(ch, q, x_max_length=1, x_overflow="drop-head")
+    for i in range(1000):
+        pub(ch, q, str(i))
+    quiet(broker)
+    assert drain(ch, q) == [b"999"]
+    if broker.fake is not None:
+        assert _dropped(broker, "maxlen") == 999
+
+
+def test_q40_metric_rejected(broker: Target, conn) -> None:
+    """Q40: 1000 consumed and rejected messages without a DLX are all discarded (rejected)."""
+    ch = conn.channel()
+    q = broker.name("q")
+    declare(ch, q)
+    for i in range(1000):
+        pub(ch, q, str(i))
+    n: list[int] = []
+
+    def on(chan, method, props, body) -> None:
+        n.append(1)
+        chan.basic_reject(method.delivery_tag, requeue=False)
+
+    ch.basic_consume(q, on)
+    pump(conn, lambda: len(n) == 1000, timeout=10)
+    settle(conn, 0.1)
+    assert len(n) == 1000
+    assert ready(conn.channel(), q) == 0
+    if broker.fake is not None:
+        assert _dropped(broker, "rejected") == 1000
+
+
+@pytest.mark.parametrize("how", ["queue-ttl", "per-message-ttl"])
+def test_q41_q42_metric_expired(broker: Target, ch, how: str) -> None:
+    """Q41/Q42: TTL 0 (queue or per message), no consumer, no DLX: 1000 publishes all expire at once."""
+    q = broker.name("q")
+    declare(ch, q, x_message_ttl=0 if how == "queue-ttl" else None)
+    for i in range(1000):
+        if how == "queue-ttl":
+            pub(ch, q, str(i))
+        else:
+            pub(ch, q, str(i), expiration="0")
+    quiet(broker)
+    assert ready(ch, q) == 0
+    if broker.fake is not None:
+        assert _dropped(broker, "expired") == 1000

@@ -51,9 +51,7 @@ def test_q22_cycle_with_reject(broker: Target, ch, qtype: str) -> None:
         ch.basic_nack(method.delivery_tag, requeue=False)
         method, props, body = get(ch, q)
         assert body == b"m"
-        assert [(d["queue"], d["reason"], d["count"]) for d in props.headers["x-death"]] == [
-            (q, "rejected", expected)
-        ]
+        assert [(d["queue"], d["reason"], d["count"]) for d in props.headers["x-death"]] == [(q, "rejected", expected)]
         ch.basic_nack(method.delivery_tag, requeue=True)
         wait_ready(broker, ch, q, 1)
 

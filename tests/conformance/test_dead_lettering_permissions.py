@@ -77,7 +77,10 @@ def test_dlx_needs_write_on_the_exchange(broker: Target, limited: LimitedUser) -
     limited.set("^" + re.escape(limited.user), "^" + re.escape(limited.user), ".*")
     err = _declare(limited.url, q, {"x-dead-letter-exchange": "other-dlx"})
     assert err is not None and err.reply_code == 403
-    assert err.reply_text == f"ACCESS_REFUSED - access to exchange 'other-dlx' in vhost '/' refused for user '{limited.user}'"
+    assert (
+        err.reply_text
+        == f"ACCESS_REFUSED - access to exchange 'other-dlx' in vhost '/' refused for user '{limited.user}'"
+    )
 
 
 def test_default_exchange_as_dlx_is_checked_as_amq_default(broker: Target, limited: LimitedUser) -> None:
@@ -86,7 +89,10 @@ def test_default_exchange_as_dlx_is_checked_as_amq_default(broker: Target, limit
     limited.set("^" + re.escape(limited.user), "^" + re.escape(limited.user), ".*")
     err = _declare(limited.url, q, {"x-dead-letter-exchange": ""})
     assert err is not None and err.reply_code == 403
-    assert err.reply_text == f"ACCESS_REFUSED - access to exchange 'amq.default' in vhost '/' refused for user '{limited.user}'"
+    assert (
+        err.reply_text
+        == f"ACCESS_REFUSED - access to exchange 'amq.default' in vhost '/' refused for user '{limited.user}'"
+    )
 
 
 def test_dlx_needs_read_on_the_queue(broker: Target, limited: LimitedUser) -> None:

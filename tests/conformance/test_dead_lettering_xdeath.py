@@ -405,8 +405,9 @@ def test_q33_headers_exchange_dlx_routes_on_death_headers(broker: Target, ch) ->
     declare(ch, q2, x_dead_letter_exchange=dlx)
     declare(ch, exp)
     declare(ch, rej)
-    ch.queue_bind(exp, dlx, arguments={"x-match": "all-with-x", "x-first-death-reason": "expired",
-                                       "x-first-death-queue": q1})
+    ch.queue_bind(
+        exp, dlx, arguments={"x-match": "all-with-x", "x-first-death-reason": "expired", "x-first-death-queue": q1}
+    )
     ch.queue_bind(rej, dlx, arguments={"x-match": "any-with-x", "x-first-death-reason": "rejected"})
     pub(ch, q1, "m1", expiration="0")
     wait_ready(broker, ch, exp, 1)
@@ -550,8 +551,19 @@ def test_dm4_other_properties_unchanged(broker: Target, ch) -> None:
     wait_ready(broker, ch, dlq, 1)
     _, got, body = get(ch, dlq)
     assert body == b"\x00payload\xff"
-    for name in ("content_type", "content_encoding", "delivery_mode", "priority", "correlation_id", "reply_to",
-                 "message_id", "timestamp", "type", "user_id", "app_id"):
+    for name in (
+        "content_type",
+        "content_encoding",
+        "delivery_mode",
+        "priority",
+        "correlation_id",
+        "reply_to",
+        "message_id",
+        "timestamp",
+        "type",
+        "user_id",
+        "app_id",
+    ):
         assert getattr(got, name) == getattr(props, name), name
     assert got.headers["k"] == "v"
 
@@ -564,15 +576,19 @@ def test_dm5_legacy_dead_letter_headers_are_sorted(broker: Target, ch) -> None:
     method, _, _ = get(ch, q)
     ch.basic_reject(method.delivery_tag, requeue=False)
     msg = raw_get(broker, dlq)
-    assert list(msg.headers) == sorted(msg.headers) == [
-        "Alpha",
-        "mid",
-        "x-death",
-        "x-first-death-exchange",
-        "x-first-death-queue",
-        "x-first-death-reason",
-        "zeta",
-    ]
+    assert (
+        list(msg.headers)
+        == sorted(msg.headers)
+        == [
+            "Alpha",
+            "mid",
+            "x-death",
+            "x-first-death-exchange",
+            "x-first-death-queue",
+            "x-first-death-reason",
+            "zeta",
+        ]
+    )
 
 
 def test_client_headers_untouched_without_dead_lettering(broker: Target, ch) -> None:
@@ -728,8 +744,16 @@ def _client_history_cycle(broker: Target, ch) -> tuple[str, str]:
     q1, q2 = broker.name("q1"), broker.name("q2")
     declare(ch, q1, x_dead_letter_exchange="", x_dead_letter_routing_key=q2, x_message_ttl=10)
     declare(ch, q2)
-    fake = [{"queue": q2, "reason": "expired", "count": 1, "time": datetime(2020, 1, 1, tzinfo=UTC),
-             "exchange": "", "routing-keys": [q2]}]
+    fake = [
+        {
+            "queue": q2,
+            "reason": "expired",
+            "count": 1,
+            "time": datetime(2020, 1, 1, tzinfo=UTC),
+            "exchange": "",
+            "routing-keys": [q2],
+        }
+    ]
     pub(ch, q1, "m", headers={"x-death": fake})
     broker.advance(0.05)
     quiet(broker)
@@ -777,10 +801,20 @@ def test_stream_scenario_q38_with_classic_stand_in(broker: Target, ch) -> None:
     assert "BCC" not in h
     d2, d1 = h["x-death"]
     assert {k: v for k, v in d2.items() if k != "time"} == {
-        "queue": q2, "reason": "expired", "exchange": "", "count": 1, "routing-keys": [q2]}
+        "queue": q2,
+        "reason": "expired",
+        "exchange": "",
+        "count": 1,
+        "routing-keys": [q2],
+    }
     assert {k: v for k, v in d1.items() if k != "time"} == {
-        "queue": q1, "reason": "expired", "exchange": "", "count": 1, "routing-keys": [q1, "cc 1", "cc 2"],
-        "original-expiration": "0"}
+        "queue": q1,
+        "reason": "expired",
+        "exchange": "",
+        "count": 1,
+        "routing-keys": [q1, "cc 1", "cc 2"],
+        "original-expiration": "0",
+    }
     assert [h[f"x-first-death-{k}"] for k in ("reason", "queue", "exchange")] == ["expired", q1, ""]
     if broker.is_fake:
         assert int(as_utc(d1["time"]).timestamp()) == t1

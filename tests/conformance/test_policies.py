@@ -194,8 +194,9 @@ def test_pol1_pattern_is_unanchored_at_the_end(broker: Target, ch) -> None:
     declare(ch, q)
     prefix = q[: q.index("orders")]
     broker.set_policy(
-        broker.name("pol"), "^" + re.escape(prefix) + "orders", {"dead-letter-exchange": dlx,
-                                                                 "dead-letter-routing-key": "k"}
+        broker.name("pol"),
+        "^" + re.escape(prefix) + "orders",
+        {"dead-letter-exchange": dlx, "dead-letter-routing-key": "k"},
     )
     _dead_letter_one(broker, ch, q)
     wait_ready(broker, ch, dlq, 1)
@@ -220,7 +221,9 @@ def test_pol1_exchange_policies_do_not_apply_to_queues(broker: Target, ch) -> No
     q = broker.name("q")
     declare(ch, q)
     broker.set_policy(
-        broker.name("pol"), anchored(q), {"dead-letter-exchange": dlx, "dead-letter-routing-key": "k"},
+        broker.name("pol"),
+        anchored(q),
+        {"dead-letter-exchange": dlx, "dead-letter-routing-key": "k"},
         apply_to="exchanges",
     )
     _dead_letter_one(broker, ch, q)
@@ -236,11 +239,14 @@ def test_pol2_policy_with_unsupported_key_is_skipped(broker: Target, ch, qtype: 
     x_lo, d_lo = _dlx_with_queue(broker, ch, "lo", key="k")
     q = broker.name("q")
     declare(ch, q, qtype)
-    broker.set_policy(broker.name("lo"), anchored(q), {"dead-letter-exchange": x_lo, "dead-letter-routing-key": "k"},
-                      priority=1)
     broker.set_policy(
-        broker.name("hi"), anchored(q),
-        {"dead-letter-exchange": x_hi, "dead-letter-routing-key": "k", "delivery-limit": 5}, priority=2,
+        broker.name("lo"), anchored(q), {"dead-letter-exchange": x_lo, "dead-letter-routing-key": "k"}, priority=1
+    )
+    broker.set_policy(
+        broker.name("hi"),
+        anchored(q),
+        {"dead-letter-exchange": x_hi, "dead-letter-routing-key": "k", "delivery-limit": 5},
+        priority=2,
     )
     _dead_letter_one(broker, ch, q)
     target = d_hi if qtype == "quorum" else d_lo
@@ -259,8 +265,11 @@ def test_pol3_operator_policy_ttl_combines_with_min(broker: Target, ch) -> None:
     dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="k")
     q = broker.name("q")
     declare(ch, q)
-    broker.set_policy(broker.name("pol"), anchored(q),
-                      {"message-ttl": 60_000, "dead-letter-exchange": dlx, "dead-letter-routing-key": "k"})
+    broker.set_policy(
+        broker.name("pol"),
+        anchored(q),
+        {"message-ttl": 60_000, "dead-letter-exchange": dlx, "dead-letter-routing-key": "k"},
+    )
     broker.set_policy(broker.name("op"), anchored(q), {"message-ttl": 20}, operator=True)
     pub(ch, q, "m")
     broker.advance(0.1)

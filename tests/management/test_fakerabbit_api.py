@@ -114,7 +114,7 @@ def test_unacked_messages_are_counted_with_their_bytes(rabbit: FakeRabbit) -> No
     conn.close()
 
 
-# -- robustness: bad requests get 4xx JSON, never a 500 ------------------------------------------------------------------
+# -- robustness: bad requests get 4xx JSON, never a 500 ----------------------------------------------------------------
 BAD_REQUESTS = [
     ("PUT", "/api/queues/%2F/q", b"[1,2]"),
     ("PUT", "/api/queues/%2F/q", b'{"durable": "maybe"}'),
@@ -123,21 +123,39 @@ BAD_REQUESTS = [
     ("PUT", "/api/queues/%2F/amq.q", b"{}"),
     ("PUT", "/api/exchanges/%2F/x", b'{"type": 5}'),
     ("PUT", "/api/exchanges/%2F/x", b'{"arguments": {"alternate-exchange": {"a": [1, null]}}, "durable": 1}'),
-    ("POST", "/api/exchanges/%2F/amq.default/publish", b'{"properties": [], "routing_key": "k", "payload": "x", '
-     b'"payload_encoding": "string"}'),
-    ("POST", "/api/exchanges/%2F/amq.default/publish", b'{"properties": {"headers": 5}, "routing_key": "k", '
-     b'"payload": "x", "payload_encoding": "string"}'),
-    ("POST", "/api/exchanges/%2F/amq.default/publish", b'{"properties": {"priority": 999}, "routing_key": "k", '
-     b'"payload": "x", "payload_encoding": "string"}'),
-    ("POST", "/api/exchanges/%2F/amq.default/publish", b'{"properties": {}, "routing_key": "k", "payload": 5, '
-     b'"payload_encoding": "string"}'),
-    ("POST", "/api/exchanges/%2F/amq.default/publish", b'{"properties": {}, "routing_key": "k", "payload": "!!", '
-     b'"payload_encoding": "base64"}'),
+    (
+        "POST",
+        "/api/exchanges/%2F/amq.default/publish",
+        b'{"properties": [], "routing_key": "k", "payload": "x", "payload_encoding": "string"}',
+    ),
+    (
+        "POST",
+        "/api/exchanges/%2F/amq.default/publish",
+        b'{"properties": {"headers": 5}, "routing_key": "k", "payload": "x", "payload_encoding": "string"}',
+    ),
+    (
+        "POST",
+        "/api/exchanges/%2F/amq.default/publish",
+        b'{"properties": {"priority": 999}, "routing_key": "k", "payload": "x", "payload_encoding": "string"}',
+    ),
+    (
+        "POST",
+        "/api/exchanges/%2F/amq.default/publish",
+        b'{"properties": {}, "routing_key": "k", "payload": 5, "payload_encoding": "string"}',
+    ),
+    (
+        "POST",
+        "/api/exchanges/%2F/amq.default/publish",
+        b'{"properties": {}, "routing_key": "k", "payload": "!!", "payload_encoding": "base64"}',
+    ),
     ("POST", "/api/queues/%2F/q/get", b'{"count": -1, "ackmode": "ack_requeue_true", "encoding": "auto"}'),
     ("POST", "/api/queues/%2F/q/get", b'{"count": 1, "ackmode": "bogus", "encoding": "auto"}'),
     ("POST", "/api/queues/%2F/q/get", b'{"count": 1, "ackmode": "ack_requeue_true", "encoding": "utf-16"}'),
-    ("POST", "/api/queues/%2F/q/get", b'{"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto", '
-     b'"truncate": "x"}'),
+    (
+        "POST",
+        "/api/queues/%2F/q/get",
+        b'{"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto", "truncate": "x"}',
+    ),
     ("PUT", "/api/policies/%2F/p", b'{"pattern": "(", "definition": {"message-ttl": 1}}'),
     ("PUT", "/api/policies/%2F/p", b'{"pattern": 5, "definition": {"message-ttl": 1}}'),
     ("PUT", "/api/policies/%2F/p", b'{"pattern": "x", "definition": [1]}'),
@@ -166,7 +184,7 @@ def test_bad_requests_get_a_4xx_json_error(rabbit: FakeRabbit, method: str, path
     assert set(a.body) == {"error", "reason"}
 
 
-# -- HTTP details ----------------------------------------------------------------------------------------------------------
+# -- HTTP details ------------------------------------------------------------------------------------------------------
 def _raw(rabbit: FakeRabbit, data: bytes, *, read_until_close: bool = True) -> bytes:
     port = int(rabbit.management_url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
@@ -227,7 +245,7 @@ def test_http_1_0_closes_after_the_answer(rabbit: FakeRabbit) -> None:
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {"name": "guest", "tags": ["administrator"]}
 
 
-# -- users, permissions, definitions -------------------------------------------------------------------------------------
+# -- users, permissions, definitions -----------------------------------------------------------------------------------
 def test_new_user_needs_permissions_to_connect(rabbit: FakeRabbit) -> None:
     assert req(rabbit, "PUT", "/api/users/app", {"password": "s3cret", "tags": ""}).status == 201
     url = f"amqp://app:s3cret@127.0.0.1:{rabbit.port}/%2F"
@@ -305,7 +323,7 @@ def test_management_port_in_use_fails_start_and_frees_the_amqp_port() -> None:
         assert getattr(info.value, "address", None) == f"127.0.0.1:{taken}"
 
 
-# -- on the caller's event loop (aio-pika) ----------------------------------------------------------------------------------
+# -- on the caller's event loop (aio-pika) -----------------------------------------------------------------------------
 async def test_async_fake_serves_the_api_on_the_running_loop() -> None:
     async with FakeRabbit(management=True) as rabbit:
         conn = await aio_pika.connect(rabbit.url)
@@ -315,7 +333,13 @@ async def test_async_fake_serves_the_api_on_the_running_loop() -> None:
         loop = asyncio.get_running_loop()
         answer = await loop.run_in_executor(None, req, rabbit, "GET", "/api/queues/%2F/async-q")
         assert (answer.status, answer.body["messages"]) == (200, 1)
-        moved = await loop.run_in_executor(None, req, rabbit, "POST", f"/api/queues/%2F/{q(queue.name)}/get",
-                                           {"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"})
+        moved = await loop.run_in_executor(
+            None,
+            req,
+            rabbit,
+            "POST",
+            f"/api/queues/%2F/{q(queue.name)}/get",
+            {"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"},
+        )
         assert moved.body[0]["payload"] == "hi"
         await conn.close()

@@ -1,4 +1,7 @@
-"""basic.*: qos, consume, cancel, publish, get, ack, nack, reject, recover."""
+"""basic.*: qos, consume, cancel, get, ack, nack, reject, recover (publish is assembled by the channel).
+
+A client's ``basic.cancel-ok`` (RabbitMQ sends its own ``basic.cancel`` with nowait) has no handler: 503.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
 
+from fakerabbit.broker import errors
 from fakerabbit.protocol.codec import CancelOk, ConsumeOk, GetOk, typed_arguments
 
 if TYPE_CHECKING:
@@ -18,12 +22,12 @@ def basic_qos(ch: ChannelHandler, m: commands.Basic.Qos, payload: bytes) -> None
 
 
 def basic_consume(ch: ChannelHandler, m: commands.Basic.Consume, payload: bytes) -> None:
-    c = ch.session.consume(
-        m.queue or "", m.consumer_tag or "", bool(m.no_ack), bool(m.exclusive), typed_arguments(payload)
-    )
+    session = ch.session
+    queue = session.expand_queue_name(m.queue or "")
+    c = session.consume(queue, m.consumer_tag or "", bool(m.no_ack), bool(m.exclusive), typed_arguments(payload))
     if not m.nowait:
         ch.send(ConsumeOk(c.tag))
-    ch.session.start(c)
+    session.start(c)
 
 
 def basic_cancel(ch: ChannelHandler, m: commands.Basic.Cancel, payload: bytes) -> None:
@@ -32,16 +36,9 @@ def basic_cancel(ch: ChannelHandler, m: commands.Basic.Cancel, payload: bytes) -
         ch.send(CancelOk(m.consumer_tag or ""))
 
 
-def basic_cancel_ok(ch: ChannelHandler, m: commands.Basic.CancelOk, payload: bytes) -> None:
-    return None  # the client confirms a server-sent basic.cancel
-
-
-def basic_publish(ch: ChannelHandler, m: commands.Basic.Publish, payload: bytes) -> None:
-    ch.start_publish(m)
-
-
 def basic_get(ch: ChannelHandler, m: commands.Basic.Get, payload: bytes) -> None:
-    r = ch.session.get(m.queue or "", bool(m.no_ack))
+    session = ch.session
+    r = session.get(session.expand_queue_name(m.queue or ""), bool(m.no_ack))
     if r is None:
         ch.send(commands.Basic.GetEmpty())
         return
@@ -61,20 +58,22 @@ def basic_reject(ch: ChannelHandler, m: commands.Basic.Reject, payload: bytes) -
 
 
 def basic_recover(ch: ChannelHandler, m: commands.Basic.Recover, payload: bytes) -> None:
-    ch.session.recover(bool(m.requeue))
+    basic_recover_async(ch, m, payload)
     ch.send(commands.Basic.RecoverOk())
 
 
-def basic_recover_async(ch: ChannelHandler, m: commands.Basic.RecoverAsync, payload: bytes) -> None:
-    ch.session.recover(bool(m.requeue))
+def basic_recover_async(
+    ch: ChannelHandler, m: commands.Basic.Recover | commands.Basic.RecoverAsync, payload: bytes
+) -> None:
+    if not m.requeue:
+        raise errors.NotImplemented_("requeue=false")
+    ch.session.recover()
 
 
 HANDLERS: dict[type, Any] = {
     commands.Basic.Qos: basic_qos,
     commands.Basic.Consume: basic_consume,
     commands.Basic.Cancel: basic_cancel,
-    commands.Basic.CancelOk: basic_cancel_ok,
-    commands.Basic.Publish: basic_publish,
     commands.Basic.Get: basic_get,
     commands.Basic.Ack: basic_ack,
     commands.Basic.Nack: basic_nack,

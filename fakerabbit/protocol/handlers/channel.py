@@ -1,4 +1,8 @@
-"""channel.flow, channel.close, channel.close-ok (channel.open is handled by the connection)."""
+"""channel.flow and channel.close (channel.open is handled by the channel's state machine).
+
+A client's ``channel.flow-ok`` and an unsolicited ``channel.close-ok`` have no handler: RabbitMQ answers them
+with 503 ``unimplemented method``.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +10,26 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
 
+from fakerabbit.broker import errors
+
 if TYPE_CHECKING:
     from fakerabbit.protocol.channel import ChannelHandler
 
 
 def channel_flow(ch: ChannelHandler, m: commands.Channel.Flow, payload: bytes) -> None:
-    ch.session.flow(bool(m.active))
-    ch.send(commands.Channel.FlowOk(active=bool(m.active)))
+    # RabbitMQ stopped honouring a client's flow(active=false) in 3.3: it is a connection error.
+    if not m.active:
+        raise errors.NotImplemented_("active=false")
+    ch.send(commands.Channel.FlowOk(active=True))
 
 
 def channel_close(ch: ChannelHandler, m: commands.Channel.Close, payload: bytes) -> None:
-    ch.session.close()
+    ch.release()
     ch.send(commands.Channel.CloseOk())
     ch.conn.channel_gone(ch.number)
 
 
-def channel_close_ok(ch: ChannelHandler, m: commands.Channel.CloseOk, payload: bytes) -> None:
-    ch.conn.channel_gone(ch.number)
-
-
-def channel_flow_ok(ch: ChannelHandler, m: commands.Channel.FlowOk, payload: bytes) -> None:
-    return None
-
-
 HANDLERS: dict[type, Any] = {
     commands.Channel.Flow: channel_flow,
-    commands.Channel.FlowOk: channel_flow_ok,
     commands.Channel.Close: channel_close,
-    commands.Channel.CloseOk: channel_close_ok,
 }

@@ -1,4 +1,4 @@
-"""exchange.declare / delete / bind / unbind."""
+"""exchange.declare / delete / bind / unbind (names lose CR and LF characters, as in ``rabbit_channel``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
 
-from fakerabbit.protocol.codec import typed_arguments
+from fakerabbit.protocol.codec import strip_cr_lf, typed_arguments
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.channel import ChannelHandler
@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 def exchange_declare(ch: ChannelHandler, m: commands.Exchange.Declare, payload: bytes) -> None:
     ch.session.vhost.declare_exchange(
         ch.session.conn,
-        m.exchange or "",
-        m.exchange_type or "direct",
+        strip_cr_lf(m.exchange or ""),
+        m.exchange_type or "",
         passive=bool(m.passive),
         durable=bool(m.durable),
         auto_delete=bool(m.auto_delete),
@@ -28,34 +28,33 @@ def exchange_declare(ch: ChannelHandler, m: commands.Exchange.Declare, payload: 
 
 
 def exchange_delete(ch: ChannelHandler, m: commands.Exchange.Delete, payload: bytes) -> None:
-    ch.session.vhost.delete_exchange(ch.session.conn, m.exchange or "", if_unused=bool(m.if_unused))
+    ch.session.vhost.delete_exchange(ch.session.conn, strip_cr_lf(m.exchange or ""), if_unused=bool(m.if_unused))
     if not m.nowait:
         ch.send(commands.Exchange.DeleteOk())
 
 
-def exchange_bind(ch: ChannelHandler, m: commands.Exchange.Bind, payload: bytes) -> None:
+def _binding(
+    ch: ChannelHandler, m: commands.Exchange.Bind | commands.Exchange.Unbind, payload: bytes, unbind: bool
+) -> None:
     ch.session.vhost.bind(
         ch.session.conn,
         "exchange",
-        m.destination or "",
-        m.source or "",
+        strip_cr_lf(m.destination or ""),
+        strip_cr_lf(m.source or ""),
         m.routing_key or "",
         typed_arguments(payload),
+        unbind=unbind,
     )
+
+
+def exchange_bind(ch: ChannelHandler, m: commands.Exchange.Bind, payload: bytes) -> None:
+    _binding(ch, m, payload, unbind=False)
     if not m.nowait:
         ch.send(commands.Exchange.BindOk())
 
 
 def exchange_unbind(ch: ChannelHandler, m: commands.Exchange.Unbind, payload: bytes) -> None:
-    ch.session.vhost.bind(
-        ch.session.conn,
-        "exchange",
-        m.destination or "",
-        m.source or "",
-        m.routing_key or "",
-        typed_arguments(payload),
-        unbind=True,
-    )
+    _binding(ch, m, payload, unbind=True)
     if not m.nowait:
         ch.send(commands.Exchange.UnbindOk())
 

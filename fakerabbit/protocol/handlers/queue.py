@@ -1,4 +1,9 @@
-"""queue.declare / bind / unbind / purge / delete."""
+"""queue.declare / bind / unbind / purge / delete.
+
+As in ``rabbit_channel``: names lose CR and LF characters; an empty queue name means the queue this channel
+declared last (404 ``no previously declared queue`` if none), and so does an empty routing key in
+``queue.bind`` / ``queue.unbind`` with an empty queue name; ``amq.rabbitmq.reply-to`` always "exists".
+"""
 
 from __future__ import annotations
 
@@ -6,62 +11,74 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
 
-from fakerabbit.protocol.codec import DeclareOk, typed_arguments
+from fakerabbit.broker.session import REPLY_TO
+from fakerabbit.protocol.codec import DeclareOk, strip_cr_lf, typed_arguments
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.channel import ChannelHandler
 
 
 def queue_declare(ch: ChannelHandler, m: commands.Queue.Declare, payload: bytes) -> None:
-    q = ch.session.vhost.declare_queue(
-        ch.session.conn,
-        m.queue or "",
+    name = strip_cr_lf(m.queue or "")
+    session = ch.session
+    if name == REPLY_TO:
+        if not m.nowait:
+            ch.send(DeclareOk(name, 0, 1))
+        return
+    q = session.vhost.declare_queue(
+        session.conn,
+        name,
         passive=bool(m.passive),
         durable=bool(m.durable),
         exclusive=bool(m.exclusive),
         auto_delete=bool(m.auto_delete),
         arguments=typed_arguments(payload),
     )
+    session.last_queue = q.name
     if not m.nowait:
         ch.send(DeclareOk(q.name, q.ready_count, len(q.consumers)))
 
 
-def queue_bind(ch: ChannelHandler, m: commands.Queue.Bind, payload: bytes) -> None:
-    ch.session.vhost.bind(
-        ch.session.conn,
+def _binding(ch: ChannelHandler, m: commands.Queue.Bind | commands.Queue.Unbind, payload: bytes, unbind: bool) -> None:
+    session = ch.session
+    raw_queue = strip_cr_lf(m.queue or "")
+    queue = session.expand_queue_name(raw_queue)
+    routing_key = m.routing_key or ""
+    if raw_queue == "" and routing_key == "":
+        routing_key = queue
+    session.vhost.bind(
+        session.conn,
         "queue",
-        m.queue or "",
-        m.exchange or "",
-        m.routing_key or "",
+        queue,
+        strip_cr_lf(m.exchange or ""),
+        routing_key,
         typed_arguments(payload),
+        unbind=unbind,
     )
+
+
+def queue_bind(ch: ChannelHandler, m: commands.Queue.Bind, payload: bytes) -> None:
+    _binding(ch, m, payload, unbind=False)
     if not m.nowait:
         ch.send(commands.Queue.BindOk())
 
 
 def queue_unbind(ch: ChannelHandler, m: commands.Queue.Unbind, payload: bytes) -> None:
-    ch.session.vhost.bind(
-        ch.session.conn,
-        "queue",
-        m.queue or "",
-        m.exchange or "",
-        m.routing_key or "",
-        typed_arguments(payload),
-        unbind=True,
-    )
+    _binding(ch, m, payload, unbind=True)
     ch.send(commands.Queue.UnbindOk())
 
 
 def queue_purge(ch: ChannelHandler, m: commands.Queue.Purge, payload: bytes) -> None:
-    n = ch.session.vhost.purge_queue(ch.session.conn, m.queue or "")
+    session = ch.session
+    n = session.vhost.purge_queue(session.conn, session.expand_queue_name(m.queue or ""))
     if not m.nowait:
         ch.send(commands.Queue.PurgeOk(message_count=n))
 
 
 def queue_delete(ch: ChannelHandler, m: commands.Queue.Delete, payload: bytes) -> None:
-    n = ch.session.vhost.delete_queue_cmd(
-        ch.session.conn, m.queue or "", if_unused=bool(m.if_unused), if_empty=bool(m.if_empty)
-    )
+    session = ch.session
+    name = session.expand_queue_name(strip_cr_lf(m.queue or ""))
+    n = session.vhost.delete_queue_cmd(session.conn, name, if_unused=bool(m.if_unused), if_empty=bool(m.if_empty))
     if not m.nowait:
         ch.send(commands.Queue.DeleteOk(message_count=n))
 

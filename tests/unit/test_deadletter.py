@@ -1,0 +1,174 @@
+"""Unit tests of :mod:`fakerabbit.broker.deadletter` and the vhost's dead-letter dispatch (no sockets)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from fakerabbit.broker.broker import Broker
+from fakerabbit.broker.deadletter import deaths_from_header
+from fakerabbit.broker.fields import Table, table_from_python
+from fakerabbit.broker.message import Message
+from fakerabbit.broker.properties import RawProperties, build_properties
+from fakerabbit.clock import VirtualClock
+
+START = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+T0 = int(START.timestamp())
+
+
+def _broker(version: str, **kw: object) -> Broker:
+    return Broker(VirtualClock(START), rabbitmq_version=version, **kw)  # type: ignore[arg-type]
+
+
+def _msg(headers: dict[str, object] | None = None, expiration: str | None = None, rk: str = "q") -> Message:
+    props = RawProperties(
+        build_properties(headers=table_from_python(headers) if headers is not None else None, expiration=expiration)
+    )
+    ttl = int(expiration) if expiration is not None else None
+    return Message.from_publish("", rk, props, b"body", ttl_ms=ttl, msg_id=1)
+
+
+def _xdeath(msg: Message) -> list[Table]:
+    field = msg.header("x-death")
+    assert field is not None and field[0] == "A"
+    return [t for _tag, t in field[1]]
+
+
+def test_legacy_first_death_layout_and_sorted_headers() -> None:
+    b = _broker("3.12")
+    new = b.dead_letters.make_copy(_msg({"z": 1, "CC": ["c"], "a": "x"}, "100"), "q", "rejected", "dlx", "dl")
+    assert list(new.headers()) == [
+        "a",
+        "x-death",
+        "x-first-death-exchange",
+        "x-first-death-queue",
+        "x-first-death-reason",
+        "z",
+    ]
+    (entry,) = _xdeath(new)
+    assert list(entry.items()) == [
+        ("count", ("l", 1)),
+        ("reason", ("S", "rejected")),
+        ("queue", ("S", "q")),
+        ("time", ("T", T0)),
+        ("exchange", ("S", "")),
+        ("routing-keys", ("A", [("S", "q"), ("S", "c")])),
+        ("original-expiration", ("S", "100")),
+    ]
+    assert new.props.expiration is None
+    assert (new.exchange, new.routing_keys) == ("dlx", ["dl"])
+
+
+def test_legacy_second_death_sorted_entry_and_reversal() -> None:
+    b = _broker("3.12")
+    m = _msg()
+    for q in ("a", "b", "c"):
+        m = b.dead_letters.make_copy(m, q, "rejected", "", None)
+    assert [t["queue"][1] for t in _xdeath(m)] == ["c", "a", "b"]
+    assert list(_xdeath(m)[0]) == sorted(_xdeath(m)[0])
+    assert list(_xdeath(m)[1])[0:2] == ["count", "reason"]  # the very first entry keeps its original order
+
+
+def test_legacy_grouping_collapses_duplicates_and_fills_count() -> None:
+    b = _broker("3.12")
+    dup = {"queue": "x", "reason": "expired"}
+    m = _msg({"x-death": [dup, dup, {"queue": "y", "reason": "expired", "count": 4}]})
+    new = b.dead_letters.make_copy(m, "q", "rejected", "", None)
+    assert [(t["queue"][1], t["count"]) for t in _xdeath(new)] == [("q", ("l", 1)), ("y", ("I", 4)), ("x", ("l", 2))]
+    assert "x-first-death-reason" not in new.headers()
+
+
+def test_legacy_non_array_x_death_is_reset() -> None:
+    b = _broker("3.10")
+    new = b.dead_letters.make_copy(_msg({"x-death": "oops"}), "q", "maxlen", "", None)
+    assert [t["reason"] for t in _xdeath(new)] == [("S", "maxlen")]
+
+
+@pytest.mark.parametrize(("version", "cc"), [("3.13", True), ("4.0", True), ("3.12", False)])
+def test_cc_with_dlrk_by_version(version: str, cc: bool) -> None:
+    b = _broker(version)
+    new = b.dead_letters.make_copy(_msg({"CC": ["c"]}), "q", "rejected", "dlx", "dl")
+    assert ("CC" in new.headers()) is cc
+
+
+def test_mc_layout_last_death_and_normalised_expiration() -> None:
+    b = _broker("3.13")
+    new = b.dead_letters.make_copy(_msg({"BCC": ["b"]}, "007"), "q", "expired", "", "d")
+    (entry,) = _xdeath(new)
+    assert list(entry) == ["original-expiration", "count", "reason", "queue", "time", "exchange", "routing-keys"]
+    assert entry["original-expiration"] == ("S", "7")
+    assert entry["routing-keys"] == ("A", [("S", "q")])
+    assert new.headers()["x-last-death-queue"] == ("S", "q")
+    assert list(new.headers()) == sorted(new.headers())
+
+
+def test_mc_repeat_moves_first_and_keeps_first_values() -> None:
+    b = _broker("4.0")
+    m = b.dead_letters.make_copy(_msg(), "a", "rejected", "", None)
+    b.clock.advance(10)  # type: ignore[attr-defined]
+    m = b.dead_letters.make_copy(m, "b", "rejected", "", None)
+    m = b.dead_letters.make_copy(m, "a", "rejected", "", None)
+    assert [(d.queue, d.count, d.time_s) for d in m.deaths] == [("a", 2, T0), ("b", 1, T0 + 10)]
+
+
+def test_4x_ignores_client_x_death_but_313_parses_it() -> None:
+    table = table_from_python(
+        {
+            "x-death": [
+                {"queue": "q", "reason": "rejected", "count": 5, "time": START, "exchange": "", "routing-keys": ["q"]}
+            ]
+        }
+    )
+    assert [d.count for d in deaths_from_header(table["x-death"])] == [5]
+    for version, count in (("3.13", 6), ("4.0", 1)):
+        b = _broker(version)
+        m = _msg()
+        m.props = RawProperties(build_properties(headers=table))
+        if b.profile.client_x_death != "ignore":
+            b.dead_letters.adopt_client_deaths(m)
+        new = b.dead_letters.make_copy(m, "q", "rejected", "", None)
+        assert _xdeath(new)[0]["count"] == ("l", count)
+
+
+@pytest.mark.parametrize("version", ["3.12", "4.0"])
+def test_is_cycle(version: str) -> None:
+    b = _broker(version)
+    dl = b.dead_letters
+    m = dl.make_copy(_msg(), "q", "expired", "", None)
+    assert dl.is_cycle(m, "q", "expired")
+    assert not dl.is_cycle(m, "other", "expired")
+    r = dl.make_copy(_msg(), "q", "rejected", "", None)
+    assert not dl.is_cycle(r, "q", "rejected")
+    two = dl.make_copy(r, "p", "expired", "", None)  # [p expired, q rejected]
+    assert not dl.is_cycle(two, "q", "expired")
+
+
+def test_dispatch_switch_off_and_at_least_once_problem() -> None:
+    b = _broker("4.0", dead_lettering=False)
+    v = b.vhost("/")
+    q = v.declare_queue(
+        None,
+        "q",
+        passive=False,
+        durable=True,
+        exclusive=False,
+        auto_delete=False,
+        arguments=table_from_python({"x-dead-letter-exchange": ""}),
+    )
+    v.dead_letter(q, [_msg()], "rejected")
+    assert [e.details["why"] for e in b.events if e.kind == "dropped"] == ["dead-lettering turned off"]
+    b2 = _broker("4.0")
+    v2 = b2.vhost("/")
+    args = table_from_python(
+        {
+            "x-queue-type": "quorum",
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
+        }
+    )
+    q2 = v2.declare_queue(None, "qq", passive=False, durable=True, exclusive=False, auto_delete=False, arguments=args)
+    v2.dead_letter(q2, [_msg()], "rejected")
+    v2.dead_letter(q2, [_msg()], "rejected")
+    assert len(b2.problems) == 1 and "at-least-once" in b2.problems[0]
