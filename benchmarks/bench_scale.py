@@ -114,7 +114,8 @@ def section_queues(nq: int, small: int) -> None:
             stamps.append(time.perf_counter())
         first = (stamps[small] - stamps[0]) / small * 1e6
         last = (stamps[-1] - stamps[-1 - small]) / small * 1e6
-        row("queues", "queue.declare over the wire (us each)", f"{first:.0f}", f"{last:.0f}", f"{last / first:.2f}")
+        row("queues", f"queue.declare over the wire (us each), first / last {small:,}", f"{first:.0f}", f"{last:.0f}",
+            f"{last / first:.2f}")
         t0 = time.perf_counter()
         for name in names:
             ch.basic_publish("", name, BODY_100)
@@ -130,7 +131,7 @@ def section_queues(nq: int, small: int) -> None:
             f"{base_cycle:.2f}",
             f"{big_cycle:.2f}",
             f"{big_cycle / base_cycle:.2f}",
-            "connection close scans every queue for exclusive ones",
+            "wall clock; see the broker-level row below",
         )
         t0 = time.perf_counter()
         for name in names:
@@ -138,15 +139,34 @@ def section_queues(nq: int, small: int) -> None:
         row("queues", "queue.delete over the wire (us each)", "", f"{(time.perf_counter() - t0) / nq * 1e6:.0f}")
         conn.close()
 
-    # broker level: reset with many queues; deleting queues that are bound to a topic exchange
+    # broker level (CPU time): declare cost as queues accumulate; a test's connection (open, exclusive queue,
+    # close) with many queues present; reset(); deleting queues bound to a topic exchange
+    tmp: dict[str, float] = {}
     for n in (nq // 10, nq):
         broker, conn, s = model()
         v = broker.vhost("/")
+        gc.collect()
+        stamps = [time.process_time()]
         for i in range(n):
             declare_queue(v, conn, f"q{i}")
+            if (i + 1) % small == 0:
+                stamps.append(time.process_time())
+        tmp[f"decl-first{n}"] = (stamps[1] - stamps[0]) / small * 1e6
+        tmp[f"decl-last{n}"] = (stamps[-1] - stamps[-2]) / small * 1e6
+        reps = 200
+        gc.collect()
+        t0 = time.process_time()
+        for j in range(reps):
+            c = broker.open_connection("guest", "/", client_properties={})
+            v.declare_queue(
+                c, f"ex{j}", passive=False, durable=False, exclusive=True, auto_delete=False, arguments={}
+            )
+            broker.close_connection(c)
+        tmp[f"conn{n}"] = (time.process_time() - t0) / reps * 1e6
+        gc.collect()
         t0 = time.process_time()
         broker.reset()
-        ROWS_TMP[f"reset{n}"] = (time.process_time() - t0) * 1000
+        tmp[f"reset{n}"] = (time.process_time() - t0) * 1000
         broker, conn, s = model()
         v = broker.vhost("/")
         declare_exchange(v, conn, "tx", "topic")
@@ -154,16 +174,24 @@ def section_queues(nq: int, small: int) -> None:
         for i in range(n):
             v.bind(conn, "queue", f"q{i}", "tx", f"k{i}.*", {})
         sample = qs[: min(n, 1000)]
+        gc.collect()
         t0 = time.process_time()
         for q in sample:
             v.delete_queue(q)
-        ROWS_TMP[f"del{n}"] = (time.process_time() - t0) / len(sample) * 1e6
+        tmp[f"del{n}"] = (time.process_time() - t0) / len(sample) * 1e6
+        del broker, conn, s, v, qs, sample
     a, b = nq // 10, nq
-    row("queues", f"broker reset() with {a:,} / {b:,} queues (ms)", f"{ROWS_TMP[f'reset{a}']:.2f}",
-        f"{ROWS_TMP[f'reset{b}']:.2f}", f"{ROWS_TMP[f'reset{b}'] / ROWS_TMP[f'reset{a}']:.1f}", "10x queues")
-    row("queues", f"delete a queue bound to a topic exchange, {a:,} / {b:,} bindings (us)",
-        f"{ROWS_TMP[f'del{a}']:.1f}", f"{ROWS_TMP[f'del{b}']:.1f}",
-        f"{ROWS_TMP[f'del{b}'] / ROWS_TMP[f'del{a}']:.1f}", "10x bindings")
+
+    def grow(key: str, what: str, unit: str, fmt: str = ".1f", note: str = "10x") -> None:
+        lo, hi = tmp[f"{key}{a}"], tmp[f"{key}{b}"]
+        row("queues", f"{what}, {a:,} / {b:,} ({unit})", format(lo, fmt), format(hi, fmt), f"{hi / lo:.1f}", note)
+
+    grow("decl-first", "broker-level queue.declare, first queues", "us")
+    grow("decl-last", "broker-level queue.declare, last queues", "us", note="vs first: growth per declare")
+    grow("conn", "broker-level open conn + excl. queue + close, queues present", "us",
+         note="Broker.close_connection scans all queues")
+    grow("reset", "broker reset() with N queues", "ms", ".2f")
+    grow("del", "delete a queue bound to a topic exchange, N bindings", "us")
 
 
 ROWS_TMP: dict[str, float] = {}
@@ -184,18 +212,23 @@ def section_messages(nm: int, chunk: int) -> None:
         ch.queue_purge(q)
         gc_rss0 = rss_kib(t.pid)
         rates = []
+        cpus = []
         publish = ch.basic_publish
         for done in range(0, nm, chunk):
+            c0 = t.server_cpu() or 0.0
             t0 = time.perf_counter()
             for _ in range(chunk):
                 publish("", q, BODY_100)
             count = barrier(ch, q)
             rates.append(chunk / (time.perf_counter() - t0))
+            cpus.append(((t.server_cpu() or 0.0) - c0) / chunk * 1e6)
             if count != done + chunk:
                 raise RuntimeError(f"expected {done + chunk} messages, queue has {count}")
         rss1 = rss_kib(t.pid)
         row("messages", "wire publish msg/s (first chunk / last chunk)", f"{rates[0]:,.0f}", f"{rates[-1]:,.0f}",
-            f"{rates[0] / rates[-1]:.2f}", "growth = time per msg")
+            f"{rates[0] / rates[-1]:.2f}", "wall clock; growth = time per msg")
+        row("messages", "fake process CPU us/msg publishing (first / last chunk)", f"{cpus[0]:.1f}", f"{cpus[-1]:.1f}",
+            f"{cpus[-1] / cpus[0]:.2f}", "user+sys from /proc")
         row("messages", f"fake process RSS per queued message (bytes), {nm:,} msgs", "",
             f"{(rss1 - gc_rss0) * 1024 / nm:,.0f}", "", f"RSS {gc_rss0 / 1024:.0f} -> {rss1 / 1024:.0f} MiB")
         # consume a slice from the deep queue: dispatch must not depend on the depth
@@ -210,12 +243,15 @@ def section_messages(nm: int, chunk: int) -> None:
             if got == n_c:
                 ch.stop_consuming()
 
+        c0 = t.server_cpu() or 0.0
         t0 = time.perf_counter()
         tag = ch.basic_consume(q, on_message)
         ch.start_consuming()
         rate = n_c / (time.perf_counter() - t0)
+        ccpu = ((t.server_cpu() or 0.0) - c0) / n_c * 1e6
         ch.basic_cancel(tag)
-        row("messages", f"consume+ack msg/s from the {nm:,}-deep queue (prefetch 200)", "", f"{rate:,.0f}")
+        row("messages", f"consume+ack from the {nm:,}-deep queue (prefetch 200): msg/s, CPU us/msg", "",
+            f"{rate:,.0f}", f"{ccpu:.1f}", "growth column: fake CPU us/msg")
         t0 = time.perf_counter()
         ch.queue_purge(q)
         row("messages", f"queue.purge of {nm - n_c:,} messages (ms)", "", f"{(time.perf_counter() - t0) * 1000:.0f}")
@@ -280,6 +316,7 @@ def section_topic(sizes: list[int], n_pub: int) -> None:
                 v.bind(conn, "queue", f"q{i}", "x", f"svc{i}.*.event" if kind == "topic" else f"svc{i}.k.event", {})
             m = max(200, min(n_pub, 2_000_000 // n))  # keep the slow cases short
             keys = [f"svc{(i * 7919) % n}.k.event" for i in range(m)]
+            gc.collect()
             t0 = time.process_time()
             for k in keys:
                 s.publish("x", k, False, False, EMPTY_PROPS, BODY_100)
@@ -287,6 +324,7 @@ def section_topic(sizes: list[int], n_pub: int) -> None:
             got = sum(q.ready_count for q in v.queues.values())
             if got != m:
                 raise RuntimeError(f"{kind}: {got} routed of {m}")
+            del broker, conn, s, v
     lo, hi = sizes[0], sizes[-1]
     for kind in ("topic", "direct"):
         row("topic", f"broker-level {kind} publish (us), {lo:,} / {hi:,} bindings", f"{per[(kind, lo)]:.1f}",

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from fakerabbit.clock import SystemClock, VirtualClock
-from fakerabbit.server import FakeRabbit
+from fakerabbit.clock import VirtualClock
+from fakerabbit.server import AnyClock, FakeRabbit
 
 __all__ = ["FakeRabbitSession", "FakeRabbitSettings"]
 
@@ -32,6 +32,8 @@ _MARKER_KEYS = frozenset(
     {"rabbitmq_version", "users", "vhosts", "start_time", "clock", "dead_lettering", "check_problems", "fake_only"}
 )
 _STASH = pytest.StashKey["FakeRabbitSession"]()
+#: Clock names FakeRabbit accepts: "frozen" / "following" follow freezegun / time-machine (see docs/clock.md).
+CLOCKS = ("virtual", "system", "frozen", "following")
 
 
 class MarkerError(ValueError):
@@ -147,8 +149,8 @@ class FakeRabbitSettings:
         users = _parse_users(config.getini("fakerabbit_users"))
         vhosts = tuple(config.getini("fakerabbit_vhosts")) or ("/",)
         clock = str(config.getini("fakerabbit_clock") or "virtual")
-        if clock not in ("virtual", "system"):
-            raise pytest.UsageError(f"fakerabbit_clock must be 'virtual' or 'system', not {clock!r}")
+        if clock not in CLOCKS:
+            raise pytest.UsageError(f"fakerabbit_clock must be one of {CLOCKS}, not {clock!r}")
         ignore = config.getoption("fakerabbit_ignore_problems")
         return cls(
             rabbitmq_version=opt("fakerabbit_version", "fakerabbit_rabbitmq_version") or None,
@@ -182,8 +184,8 @@ class FakeRabbitSettings:
                 except ValueError as exc:
                     raise MarkerError(f"@pytest.mark.fakerabbit: start_time {value!r}: {exc}") from None
             elif key == "clock":
-                if value not in ("virtual", "system"):
-                    raise MarkerError(f"@pytest.mark.fakerabbit: clock must be 'virtual' or 'system', not {value!r}")
+                if value not in CLOCKS:
+                    raise MarkerError(f"@pytest.mark.fakerabbit: clock must be one of {CLOCKS}, not {value!r}")
                 changes[key] = value
             elif key == "rabbitmq_version":
                 changes[key] = str(value)
@@ -236,7 +238,6 @@ class FakeRabbitSession:
                 clock=settings.clock,
                 rabbitmq_version=settings.rabbitmq_version,
                 dead_lettering=settings.dead_lettering,
-                start_time=settings.start_time,
             ).start()
             self.servers[key] = rabbit
         return rabbit
@@ -348,6 +349,7 @@ def fakerabbit_url(fakerabbit: FakeRabbit) -> str:
 
 
 @pytest.fixture
-def fakerabbit_clock(fakerabbit: FakeRabbit) -> VirtualClock | SystemClock:
-    """``fakerabbit.clock``: the :class:`~fakerabbit.VirtualClock` the broker's time comes from."""
+def fakerabbit_clock(fakerabbit: FakeRabbit) -> AnyClock:
+    """``fakerabbit.clock``: the :class:`~fakerabbit.VirtualClock` the broker's time comes from (another clock
+    with ``@pytest.mark.fakerabbit(clock=...)``)."""
     return fakerabbit.clock

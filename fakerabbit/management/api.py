@@ -6,7 +6,7 @@ import base64
 import binascii
 from typing import TYPE_CHECKING
 
-from fakerabbit.management import admin, topology
+from fakerabbit.management import admin, policies, topology
 from fakerabbit.management.core import APIError, Ctx, Route, json_response, not_found, route
 from fakerabbit.management.http import Request, Response
 
@@ -50,21 +50,21 @@ ROUTES: tuple[Route, ...] = (
     route("/api/bindings/{vhost}", GET=topology.list_bindings),
     route(_B, GET=topology.list_pair_bindings, POST=topology.post_binding),
     route(_B + "/{props}", GET=topology.get_binding, DELETE=topology.delete_binding),
-    route("/api/policies", GET=topology.list_policies),
-    route("/api/policies/{vhost}", GET=topology.list_policies),
+    route("/api/policies", GET=policies.list_policies),
+    route("/api/policies/{vhost}", GET=policies.list_policies),
     route(
         "/api/policies/{vhost}/{name}",
-        GET=topology.get_policy,
-        PUT=topology.put_policy,
-        DELETE=topology.delete_policy,
+        GET=policies.get_policy,
+        PUT=policies.put_policy,
+        DELETE=policies.delete_policy,
     ),
-    route("/api/operator-policies", GET=topology.list_policies),
-    route("/api/operator-policies/{vhost}", GET=topology.list_policies),
+    route("/api/operator-policies", GET=policies.list_policies),
+    route("/api/operator-policies/{vhost}", GET=policies.list_policies),
     route(
         "/api/operator-policies/{vhost}/{name}",
-        GET=topology.get_policy,
-        PUT=topology.put_policy,
-        DELETE=topology.delete_policy,
+        GET=policies.get_policy,
+        PUT=policies.put_policy,
+        DELETE=policies.delete_policy,
     ),
     route("/api/connections", GET=admin.list_connections),
     route("/api/connections/{name}", GET=admin.get_connection, DELETE=admin.delete_connection),

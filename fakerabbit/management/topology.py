@@ -11,7 +11,6 @@ from fakerabbit.broker import errors
 from fakerabbit.broker.broker import ConnectionInfo
 from fakerabbit.broker.exchange import ExchangeType
 from fakerabbit.broker.fields import FieldError
-from fakerabbit.broker.policy import PolicyError, validate_policy
 from fakerabbit.broker.properties import PropertiesError, RawProperties, build_properties
 from fakerabbit.broker.queue import Queue
 from fakerabbit.broker.session import Session
@@ -36,7 +35,6 @@ from fakerabbit.management.render import (
     exchange_json,
     explicit_bindings,
     json_to_table,
-    policy_json,
     properties_key,
     queue_json,
     table_json,
@@ -44,7 +42,8 @@ from fakerabbit.management.render import (
 )
 
 
-def _vhosts(ctx: Ctx) -> list[Vhost]:
+def vhosts_of(ctx: Ctx) -> list[Vhost]:
+    """The vhost named in the path, or every vhost."""
     if "vhost" in ctx.params:
         return [ctx.vhost()]
     return [ctx.broker.vhosts[n] for n in sorted(ctx.broker.vhosts)]
@@ -75,7 +74,11 @@ def list_queues(ctx: Ctx) -> Response:
     conns, unacked = _conns(ctx), unacked_bytes(ctx.broker)
     return listing(
         ctx,
-        (queue_json(q, conns, unacked) for v in _vhosts(ctx) for q in sorted(v.queues.values(), key=lambda q: q.name)),
+        (
+            queue_json(q, conns, unacked)
+            for v in vhosts_of(ctx)
+            for q in sorted(v.queues.values(), key=lambda q: q.name)
+        ),
     )
 
 
@@ -300,7 +303,7 @@ def _xname(ctx: Ctx) -> str:
 def list_exchanges(ctx: Ctx) -> Response:
     return listing(
         ctx,
-        (exchange_json(x, v.name) for v in _vhosts(ctx) for x in sorted(v.exchanges.values(), key=lambda x: x.name)),
+        (exchange_json(x, v.name) for v in vhosts_of(ctx) for x in sorted(v.exchanges.values(), key=lambda x: x.name)),
     )
 
 
@@ -383,7 +386,7 @@ def _bjson(v: Vhost, b: Any) -> dict[str, Any]:
 
 def list_bindings(ctx: Ctx) -> Response:
     rows: list[dict[str, Any]] = []
-    for v in _vhosts(ctx):
+    for v in vhosts_of(ctx):
         rows.extend(default_binding_json(q) for q in sorted(v.queues.values(), key=lambda q: q.name))
         rows.extend(_bjson(v, b) for b in explicit_bindings(v.exchanges))
     return listing(ctx, rows)
@@ -455,67 +458,4 @@ def delete_binding(ctx: Ctx) -> Response:
         v.bind(None, b.destination_kind, b.destination, b.source, b.routing_key, b.arguments, unbind=True)
     except errors.AMQPError as exc:
         raise amqp_error(exc) from None
-    return no_content()
-
-
-# -- policies ----------------------------------------------------------------------------------------------------------
-def _operator(ctx: Ctx) -> bool:
-    return ctx.request.segments[1] == "operator-policies"
-
-
-def _policy_table(ctx: Ctx, v: Vhost) -> dict[str, Any]:
-    return v.operator_policies if _operator(ctx) else v.policies
-
-
-def list_policies(ctx: Ctx) -> Response:
-    return listing(
-        ctx,
-        (policy_json(p) for v in _vhosts(ctx) for p in sorted(_policy_table(ctx, v).values(), key=lambda p: p.name)),
-    )
-
-
-def get_policy(ctx: Ctx) -> Response:
-    p = _policy_table(ctx, ctx.vhost()).get(ctx.params["name"])
-    if p is None:
-        raise not_found()
-    return json_response(200, policy_json(p))
-
-
-def _validation(message: str) -> APIError:
-    return bad_request(f"Validation failed\n\n{message}\n")
-
-
-def put_policy(ctx: Ctx) -> Response:
-    v = ctx.vhost(missing="write")
-    body = ctx.object_body(required=("pattern", "definition"))
-    pattern, definition = body["pattern"], body["definition"]
-    priority = body.get("priority", 0)
-    apply_to = body.get("apply-to", "all")
-    if not isinstance(pattern, str):
-        raise _validation(f"pattern should be a string, actually was {pattern!r}")
-    if isinstance(priority, bool) or not isinstance(priority, int | float):
-        raise _validation(f'priority should be a number, actually was <<"{priority}">>')
-    if not isinstance(definition, dict):
-        raise _validation("definition should be a JSON object")
-    if not isinstance(apply_to, str):
-        raise _validation(f"apply-to '{apply_to}' unrecognised; should be 'queues', 'exchanges' or 'all'")
-    operator = _operator(ctx)
-    name = ctx.params["name"]
-    existed = name in _policy_table(ctx, v)
-    try:
-        validate_policy(definition, operator=operator, apply_to=apply_to, profile=ctx.broker.profile, pattern=pattern)
-        ctx.broker.set_policy(
-            name, pattern, definition, priority=priority, apply_to=apply_to, vhost=v.name, operator=operator
-        )
-    except PolicyError as exc:
-        raise _validation(str(exc)) from None
-    return no_content() if existed else created()
-
-
-def delete_policy(ctx: Ctx) -> Response:
-    v = ctx.vhost()
-    name = ctx.params["name"]
-    if name not in _policy_table(ctx, v):
-        raise not_found()
-    ctx.broker.clear_policy(name, vhost=v.name, operator=_operator(ctx))
     return no_content()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from pamqp import base, commands
 
 from fakerabbit.broker import errors
+from fakerabbit.broker.properties import PropertiesError, RawProperties
 from fakerabbit.broker.session import Session
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.codec import (
@@ -36,6 +37,18 @@ _CONTENT_METHODS = (commands.Basic.Publish, commands.Basic.Return, commands.Basi
 #: RabbitMQ's default max_message_size: 128 MiB up to 3.13, 16 MiB from 4.0.
 _MAX_MESSAGE_SIZE_3 = 134217728
 _MAX_MESSAGE_SIZE_4 = 16777216
+
+
+def _properties_valid(props: bytes) -> bool:
+    """RabbitMQ can decode the block (else its channel crashes: 541), and so can fakerabbit (a header type only
+    RabbitMQ reads, ``L``, is treated as a crash too: a documented difference)."""
+    if not check_properties(props):
+        return False
+    try:
+        RawProperties(props).validate()
+    except PropertiesError:
+        return False
+    return True
 
 
 class ChannelHandler:
@@ -186,6 +199,10 @@ class ChannelHandler:
             raise errors.PreconditionFailed(
                 f"message size {size} is larger than configured max size {self._max_message_size}"
             )
+        if len(props) >= 2 and props[1] & 0x03:
+            # RabbitMQ ignores flag bits 1 and 0 (no continuation word); fakerabbit's property reader does not,
+            # so they are cleared (a consumer sees them cleared: a documented difference).
+            props = props[:1] + bytes([props[1] & 0xFC]) + props[2:]
         self.session.publish(
             m.exchange or "",
             m.routing_key or "",
@@ -193,7 +210,7 @@ class ChannelHandler:
             False,
             props,
             body,
-            props_valid=check_properties,
+            props_valid=_properties_valid,
         )
 
     def run(self, ids: tuple[int, int], fn: Callable[[], object]) -> None:

@@ -548,13 +548,13 @@ def test_dead_letter_to_several_queues(broker: Target, ch) -> None:
 def test_dead_letter_consumer_on_dlq_gets_it_pushed(broker: Target, conn) -> None:
     """A consumer on the DLQ receives dead letters as they happen (expiry on the virtual clock)."""
     ch = conn.channel()
-    q, dlq, dlx = setup(broker, ch, extra={"x-message-ttl": 50})
+    q, dlq, dlx = setup(broker, ch, extra={"x-message-ttl": 300})
     got: list[tuple[bytes, str, str]] = []
     ch.basic_consume(dlq, lambda c, m, p, b: got.append((b, m.exchange, p.headers["x-death"][0]["reason"])), True)
     pub(ch, q, "m")
     settle(conn, 0.05)
     assert got == []
-    broker.advance(0.1)
+    broker.advance(0.4)
     pump(conn, lambda: len(got) == 1)
     assert got == [(b"m", dlx, "expired")]
 

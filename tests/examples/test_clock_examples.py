@@ -30,12 +30,14 @@ def test_the_page_has_the_examples_this_test_runs() -> None:
     ]
 
 
-@pytest.mark.parametrize(("name", "body"), examples(), ids=[n for n, _ in examples()])
-def test_example_runs(pytester: pytest.Pytester, name: str, body: str) -> None:
-    pytester.path.joinpath(name).write_text(body, encoding="utf-8")
+def test_the_examples_pass(pytester: pytest.Pytester) -> None:
+    """All examples in one pytest subprocess (each alone would pay pytest's start-up again)."""
+    total = 0
+    for name, body in examples():
+        pytester.path.joinpath(name).write_text(body, encoding="utf-8")
+        total += len(re.findall(r"^(?:async )?def test_", body, re.M))
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-q", "-o", "asyncio_mode=auto", "-W", "ignore::pytest.PytestAssertRewriteWarning"
     )
-    tests = len(re.findall(r"^(?:async )?def test_", body, re.M))
-    assert tests >= 1
-    result.assert_outcomes(passed=tests)
+    assert total == 7
+    result.assert_outcomes(passed=total)

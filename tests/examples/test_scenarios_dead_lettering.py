@@ -1,9 +1,10 @@
 """The dead-lettering scenarios of docs/dead-lettering.md, run exactly as written there.
 
 Each ```python block of the doc whose first line is ``# test_<name>.py`` is a complete test module; it is written
-to a temporary directory and run by pytest in a subprocess (pytester) with the fakerabbit plugin, so the docs cannot drift from
-tested code. Scenario 1 (reject/nack/TTL/max-length into a DLX, with and without a DLRK, a policy DLX overridden
-by an argument) is ``test_dead_letter_basics.py``; scenario 3 (retry with back-off) is ``test_retry_backoff.py``.
+to a temporary directory and run by pytest in a subprocess (pytester) with the fakerabbit plugin, so the docs
+cannot drift from tested code. Scenario 1 (reject/nack/TTL/max-length into a DLX, with and without a DLRK, a
+policy DLX overridden by an argument) is ``test_dead_letter_basics.py``; scenario 3 (retry with back-off) is
+``test_retry_backoff.py``.
 """
 
 from __future__ import annotations

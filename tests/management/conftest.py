@@ -123,7 +123,7 @@ class Api:
         self._cleanup.append(f"/api/{kind}/{n}" if kind == "vhosts" else f"/api/{kind}/%2F/{q(n)}")
         return n
 
-    def poll(self, fetch: Callable[[], Answer], until: Callable[[Answer], bool], timeout: float = 15.0) -> Answer:
+    def poll(self, fetch: Callable[[], Answer], until: Callable[[Answer], bool], timeout: float = 30.0) -> Answer:
         """``fetch()`` until ``until(answer)`` (the real API's stats lag); returns the last answer."""
         deadline = time.monotonic() + (timeout if not self.is_fake else 0)
         while True:

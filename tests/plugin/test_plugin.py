@@ -108,6 +108,11 @@ def test_marker_configures_one_test(run) -> None:  # type: ignore[no-untyped-def
             from fakerabbit import SystemClock
             assert isinstance(fakerabbit_clock, SystemClock)
 
+        @pytest.mark.fakerabbit(clock="frozen")
+        def test_frozen_clock(fakerabbit_clock):
+            from fakerabbit.clock import FollowingClock
+            assert isinstance(fakerabbit_clock, FollowingClock)
+
         @pytest.mark.fakerabbit(start_time=datetime(2030, 1, 1))
         class TestClassMarker:
             def test_inherits(self, fakerabbit):
@@ -118,7 +123,7 @@ def test_marker_configures_one_test(run) -> None:  # type: ignore[no-untyped-def
                 assert fakerabbit.clock.now().year == 2031
         """
     )
-    result.assert_outcomes(passed=7)
+    result.assert_outcomes(passed=8)
 
 
 def test_bad_marker_is_a_usage_error(run) -> None:  # type: ignore[no-untyped-def]

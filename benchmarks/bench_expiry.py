@@ -1,0 +1,165 @@
+"""Expiry on the virtual clock: how long ``clock.advance()`` takes to expire 100,000 messages of one queue and
+dead-letter them into another (goal: under 1 s), and how much memory a queued 100-byte message costs.
+
+    python benchmarks/bench_expiry.py            # 100,000 messages, best of 3
+    python benchmarks/bench_expiry.py --quick    # 20,000 messages, one round
+    python benchmarks/bench_expiry.py --amqp     # also publish over AMQP with pika and advance from the test thread
+
+Measurements (the broker model on its own unless ``--amqp``; publishing is not timed):
+
+- ``advance``: ``clock.advance()`` over N messages published to ``source`` (``x-message-ttl`` 60 s,
+  ``x-dead-letter-exchange`` "" and ``x-dead-letter-routing-key`` ``dlq``), in two shapes: ``one instant`` (all
+  published at the same virtual instant: one timer expires them all) and ``spread`` (one virtual millisecond
+  between publishes: N timers, each expiring one message). Each message is dead-lettered (x-death added,
+  routed, enqueued in ``dlq``). Seconds and messages per second.
+- ``memory``: tracemalloc's growth while N 100-byte messages (with a few properties: content type, delivery mode,
+  a header) are queued, divided by N, in bytes per message; also for the dead-lettered copies in ``dlq``.
+
+Exits non-zero only on errors, never on a missed goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fakerabbit.broker.broker import Broker  # noqa: E402
+from fakerabbit.broker.fields import table_from_python  # noqa: E402
+from fakerabbit.broker.properties import build_properties  # noqa: E402
+from fakerabbit.broker.session import Session  # noqa: E402
+from fakerabbit.clock import VirtualClock  # noqa: E402
+
+BODY = b"x" * 100
+TTL_MS = 60_000
+GOAL_S = 1.0
+
+
+class _Sink:
+    def send_deliver(self, *args: Any) -> None: ...
+    def send_return(self, *args: Any) -> None: ...
+    def send_confirm(self, *args: Any) -> None: ...
+    def send_cancel(self, *args: Any) -> None: ...
+
+
+def _setup() -> tuple[Broker, VirtualClock, Session]:
+    clock = VirtualClock()
+    broker = Broker(clock)
+    v = broker.vhost("/")
+    v.declare_queue(None, "dlq", passive=False, durable=True, exclusive=False, auto_delete=False, arguments={})
+    args = table_from_python(
+        {"x-message-ttl": TTL_MS, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}
+    )
+    v.declare_queue(None, "source", passive=False, durable=True, exclusive=False, auto_delete=False, arguments=args)
+    conn = broker.open_connection("guest", "/", client_properties={})
+    return broker, clock, Session(conn, 1, v, _Sink())
+
+
+_PROPS = build_properties(
+    content_type="application/json", delivery_mode=2, headers=table_from_python({"tenant": "acme"})
+)
+
+
+def _publish(session: Session, clock: VirtualClock, n: int, spread: bool) -> None:
+    for _ in range(n):
+        session.publish("", "source", False, False, _PROPS, BODY)
+        if spread:
+            clock.advance(0.001)
+
+
+def bench_advance(n: int, spread: bool) -> tuple[float, int]:
+    broker, clock, session = _setup()
+    _publish(session, clock, n, spread)
+    v = broker.vhost("/")
+    assert v.queues["source"].ready_count == n
+    gc.collect()
+    t0 = time.perf_counter()
+    clock.advance(TTL_MS / 1000)
+    elapsed = time.perf_counter() - t0
+    assert v.queues["source"].ready_count == 0, "not everything expired"
+    assert v.queues["dlq"].ready_count == n, "not everything was dead-lettered"
+    return elapsed, n
+
+
+def bench_memory(n: int) -> tuple[float, float]:
+    broker, clock, session = _setup()
+    v = broker.vhost("/")
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    _publish(session, clock, n, spread=False)
+    gc.collect()
+    queued = tracemalloc.get_traced_memory()[0]
+    clock.advance(TTL_MS / 1000)
+    gc.collect()
+    dead = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert v.queues["dlq"].ready_count == n
+    return (queued - before) / n, (dead - before) / n
+
+
+def bench_amqp(n: int) -> float:
+    """The same through the server: pika publishes (not timed), then ``rabbit.clock.advance`` from this thread."""
+    import pika
+
+    from fakerabbit import FakeRabbit
+
+    with FakeRabbit() as rabbit:
+        conn = pika.BlockingConnection(pika.URLParameters(rabbit.url))
+        ch = conn.channel()
+        ch.queue_declare("dlq")
+        ch.queue_declare(
+            "source",
+            arguments={"x-message-ttl": TTL_MS, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"},
+        )
+        props = pika.BasicProperties(content_type="application/json", delivery_mode=2, headers={"tenant": "acme"})
+        for _ in range(n):
+            ch.basic_publish("", "source", BODY, props)
+        assert ch.queue_declare("source", passive=True).method.message_count == n
+        t0 = time.perf_counter()
+        rabbit.clock.advance(TTL_MS / 1000)
+        elapsed = time.perf_counter() - t0
+        assert ch.queue_declare("dlq", passive=True).method.message_count == n
+        conn.close()
+    return elapsed
+
+
+def best(rounds: int, fn: Callable[[], tuple[float, int]]) -> float:
+    return min(fn()[0] for _ in range(rounds))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20,000 messages, one round")
+    parser.add_argument("--amqp", action="store_true", help="also measure through the server with pika")
+    parser.add_argument("-n", type=int, default=None, help="messages (default 100,000; 20,000 with --quick)")
+    opts = parser.parse_args()
+    n = opts.n or (20_000 if opts.quick else 100_000)
+    rounds = 1 if opts.quick else 3
+    print(f"fakerabbit expiry benchmark: {n:,} messages of {len(BODY)} bytes, TTL {TTL_MS // 1000} s, "
+          f"dead-lettered into another queue; best of {rounds}; Python {sys.version.split()[0]}")
+    print()
+    print(f"{'case':<40} {'seconds':>9} {'msg/s':>12}  goal < {GOAL_S:.0f} s")
+    print("-" * 78)
+    for label, spread in (("advance, one instant (1 timer)", False), (f"advance, spread ({n:,} timers)", True)):
+        s = best(rounds, lambda spread=spread: bench_advance(n, spread))
+        verdict = "ok" if s < GOAL_S else "MISSED"
+        print(f"{label:<40} {s:>9.3f} {n / s:>12,.0f}  {verdict}")
+    if opts.amqp:
+        s = bench_amqp(n)
+        print(f"{'advance through the server (pika)':<40} {s:>9.3f} {n / s:>12,.0f}  {'ok' if s < GOAL_S else 'MISSED'}")
+    print()
+    queued, dead = bench_memory(n)
+    print(f"memory per queued 100-byte message:          {queued:>8,.0f} bytes (tracemalloc)")
+    print(f"memory per dead-lettered copy (with x-death): {dead:>8,.0f} bytes")
+
+
+if __name__ == "__main__":
+    main()

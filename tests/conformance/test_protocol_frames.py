@@ -1,0 +1,559 @@
+"""Malformed and out-of-place frames after a good handshake: RabbitMQ's codes, texts, method ids and closes.
+
+Every expectation here was read off RabbitMQ 3.10.8 (the texts come from rabbit_reader and
+rabbit_command_assembler; the octets in frame errors are Erlang ``~p`` output, wrapped at 80 columns).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+from pika import spec
+
+from fakerabbit.protocol import connection as fake_connection
+from tests.conformance.conftest import Target
+from tests.conformance.rawamqp import RawAMQP, body_frame, frame, header_frame, method_frame
+
+CLOSE_OK_WAIT = 0.4
+
+
+@pytest.fixture
+def quick_silent_close(broker: Target, monkeypatch: pytest.MonkeyPatch) -> Iterator[float]:
+    if broker.is_fake:
+        monkeypatch.setattr(fake_connection, "SILENT_CLOSE_DELAY", 0.05)
+    yield 4.5
+
+
+def m(method: object, channel: int = 1) -> bytes:
+    return method_frame(channel, method)
+
+
+def raw_method(channel: int, class_id: int, method_id: int, args: bytes = b"") -> bytes:
+    return frame(1, channel, struct.pack(">HH", class_id, method_id) + args)
+
+
+PUBLISH = spec.Basic.Publish(exchange="amq.direct", routing_key="nowhere")
+
+
+@dataclass
+class Case:
+    id: str
+    data: bytes
+    code: int
+    text: str
+    class_id: int = 0
+    method_id: int = 0
+    fatal: bool = False  # the socket closes ~3 s later whatever the client does
+
+
+CONNECTION_ERRORS = [
+    # framing
+    Case(
+        "body too large",
+        frame(3, 1, b"x" * 131073),
+        501,
+        "FRAME_ERROR - type 3, all octets = <<>>: {frame_too_large,131073,131064}",
+        fatal=True,
+    ),
+    Case(
+        "method too large",
+        frame(1, 0, b"\x00" * 140000),
+        501,
+        "FRAME_ERROR - type 1, all octets = <<>>: {frame_too_large,140000,131064}",
+        fatal=True,
+    ),
+    Case(
+        "bad frame end",
+        frame(1, 0, b"\x00\x14\x00\x0a\x00", end=b"\x00"),
+        501,
+        "FRAME_ERROR - type 1, all octets = <<0,20,0,10,0>>: {invalid_frame_end_marker,0}",
+        fatal=True,
+    ),
+    Case(
+        "bad frame end on a heartbeat",
+        frame(8, 0, b"", end=b"\xff"),
+        501,
+        "FRAME_ERROR - type 8, all octets = <<>>: {invalid_frame_end_marker,255}",
+        fatal=True,
+    ),
+    Case(
+        "bad frame end, wrapped text",
+        frame(1, 0, b"\x00\x32\x00\x0a\x00\x00\x00\x00\x00\x00\x00\x00", end=b"\x00"),
+        501,
+        "FRAME_ERROR - type 1, all octets = <<0,50,0,10,0,0,0,0,0,0,0,0>>: {invalid_frame_end_marker,\n"
+        + " " * 53
+        + "0}",
+        fatal=True,
+    ),
+    Case(
+        "bad frame end, first 16 octets, wrapped",
+        frame(3, 1, bytes(range(120, 150)), end=b"\x01"),
+        501,
+        "FRAME_ERROR - type 3, first 16 octets = <<120,121,122,123,124,125,126,127,128,129,130,131,\n"
+        + " " * 28
+        + "132,133,134,135>>: {invalid_frame_end_marker,1}",
+        fatal=True,
+    ),
+    Case("unknown frame type", frame(9, 0, b"abc"), 501, 'FRAME_ERROR - type 9, all octets = <<"abc">>: unknown_frame'),
+    Case("frame type 0 on channel 1", frame(0, 1, b""), 501, "FRAME_ERROR - type 0, all octets = <<>>: unknown_frame"),
+    Case(
+        "heartbeat with a payload",
+        frame(8, 0, b"abc"),
+        501,
+        'FRAME_ERROR - type 8, all octets = <<"abc">>: unknown_frame',
+    ),
+    Case("heartbeat on channel 1", frame(8, 1, b""), 505, "UNEXPECTED_FRAME - type 8, all octets = <<>>"),
+    Case("method frame of 1 octet", frame(1, 1, b"\x00"), 501, "FRAME_ERROR - type 1, all octets = <<0>>: unknown_frame"),
+    Case(
+        "content header shorter than 12 octets",
+        frame(2, 1, b"\x00\x3c\x00"),
+        501,
+        "FRAME_ERROR - type 2, all octets = <<0,60,0>>: unknown_frame",
+    ),
+    Case(
+        "content header on channel 0",
+        header_frame(0, 5),
+        505,
+        "UNEXPECTED_FRAME - type 2, all octets = <<0,60,0,0,0,0,0,0,0,0,0,5,0,0>>",
+    ),
+    Case("body on channel 0", body_frame(0, b"hello"), 505, 'UNEXPECTED_FRAME - type 3, all octets = <<"hello">>'),
+    Case(
+        "long body on channel 0",
+        body_frame(0, b"0123456789abcdefXYZ"),
+        505,
+        'UNEXPECTED_FRAME - type 3, first 16 octets = <<"0123456789abcdef">>',
+    ),
+    Case(
+        "latin-1 octets are sent as they are",
+        body_frame(0, b"\xe9t\xe9"),
+        505,
+        'UNEXPECTED_FRAME - type 3, all octets = <<"\udce9t\udce9">>',
+    ),
+    # content assembly (rabbit_command_assembler)
+    Case(
+        "body without a method",
+        body_frame(1, b"x"),
+        505,
+        "UNEXPECTED_FRAME - expected method frame, got non method frame instead",
+    ),
+    Case(
+        "header without a method",
+        header_frame(1, 1),
+        505,
+        "UNEXPECTED_FRAME - expected method frame, got non method frame instead",
+    ),
+    Case(
+        "body on a channel never opened",
+        body_frame(3, b"x"),
+        505,
+        "UNEXPECTED_FRAME - expected method frame, got non method frame instead",
+    ),
+    Case(
+        "method instead of a content header",
+        m(PUBLISH) + m(spec.Basic.Qos(0, 1, False)),
+        505,
+        "UNEXPECTED_FRAME - expected content header for class 60, got non content header frame instead",
+        60,
+        40,
+    ),
+    Case(
+        "body instead of a content header",
+        m(PUBLISH) + body_frame(1, b"x"),
+        505,
+        "UNEXPECTED_FRAME - expected content header for class 60, got non content header frame instead",
+        60,
+        40,
+    ),
+    Case(
+        "method instead of a content body",
+        m(PUBLISH) + header_frame(1, 3) + m(spec.Basic.Qos(0, 1, False)),
+        505,
+        "UNEXPECTED_FRAME - expected content body, got non content body frame instead",
+        60,
+        40,
+    ),
+    Case(
+        "body longer than announced, then a method",
+        m(PUBLISH) + header_frame(1, 2) + body_frame(1, b"abcdef") + m(spec.Basic.Qos(0, 1, False)),
+        505,
+        "UNEXPECTED_FRAME - expected content body, got non content body frame instead",
+        60,
+        40,
+    ),
+    Case(
+        "content header of class 50",
+        m(PUBLISH) + header_frame(1, 1, class_id=50),
+        505,
+        "UNEXPECTED_FRAME - expected content header for class 60, got one for class 50 instead",
+        60,
+        40,
+    ),
+    Case(
+        "content header with a weight",
+        m(PUBLISH) + header_frame(1, 0, weight=7),
+        505,
+        "UNEXPECTED_FRAME - expected content header for class 60, got non content header frame instead",
+        60,
+        40,
+    ),
+    # methods
+    Case(
+        "truncated arguments",
+        raw_method(1, 50, 10, b"\x00\x00\x00\x00"),
+        501,
+        "FRAME_ERROR - cannot decode <<0,0,0,0>>",
+        50,
+        10,
+    ),
+    Case("no arguments", raw_method(1, 60, 120), 501, "FRAME_ERROR - cannot decode <<>>", 60, 120),
+    Case(
+        "trailing octets",
+        raw_method(1, 60, 10, struct.pack(">IHB", 0, 1, 0) + b"x"),
+        501,
+        "FRAME_ERROR - cannot decode <<0,0,0,0,0,1,0,120>>",
+        60,
+        10,
+    ),
+    Case(
+        "table runs past the arguments",
+        raw_method(1, 50, 10, b"\x00\x00\x03abc\x00" + struct.pack(">I", 100) + b"\x01a"),
+        501,
+        "FRAME_ERROR - cannot decode <<0,0,3,97,98,99,0,0,0,0,100,1,97>>",
+        50,
+        10,
+    ),
+    Case(
+        "shortstr that is not UTF-8",
+        raw_method(1, 50, 10, b"\x00\x00\x02\xff\xfe\x08" + struct.pack(">I", 0)),
+        501,
+        "FRAME_ERROR - Malformed UTF-8 in shortstr",
+    ),
+    Case("decode error on channel 0", raw_method(0, 10, 50), 541, "INTERNAL_ERROR"),
+    Case(
+        "non-UTF-8 shortstr on channel 0",
+        raw_method(0, 10, 40, b"\x02\xff\xfe\x00\x00"),
+        501,
+        "FRAME_ERROR - Malformed UTF-8 in shortstr",
+        10,
+        40,
+    ),
+    Case("server method from a client", m(spec.Queue.DeclareOk("q", 0, 0)), 503, "COMMAND_INVALID - unimplemented method", 50, 11),
+    Case(
+        "connection method on a channel",
+        m(spec.Connection.Open("/")),
+        503,
+        "COMMAND_INVALID - unimplemented method",
+        10,
+        40,
+    ),
+    Case(
+        "basic.deliver with content from a client",
+        m(spec.Basic.Deliver("t", 1, False, "", "rk")) + header_frame(1, 1) + body_frame(1, b"x"),
+        503,
+        "COMMAND_INVALID - unimplemented method",
+        60,
+        60,
+    ),
+    Case("channel.flow-ok from a client", m(spec.Channel.FlowOk(True)), 503, "COMMAND_INVALID - unimplemented method", 20, 21),
+    Case("basic.cancel-ok from a client", m(spec.Basic.CancelOk("t")), 503, "COMMAND_INVALID - unimplemented method", 60, 31),
+    Case("unsolicited channel.close-ok", m(spec.Channel.CloseOk()), 503, "COMMAND_INVALID - unimplemented method", 20, 41),
+    # channels
+    Case("second channel.open", m(spec.Channel.Open()), 504, "CHANNEL_ERROR - second 'channel.open' seen", 20, 10),
+    Case(
+        "method on a channel never opened",
+        m(spec.Queue.Declare(queue="x"), channel=5),
+        504,
+        "CHANNEL_ERROR - expected 'channel.open'",
+        50,
+        10,
+    ),
+    Case(
+        "channel.close on a channel never opened",
+        m(spec.Channel.Close(200, "", 0, 0), channel=5),
+        504,
+        "CHANNEL_ERROR - expected 'channel.open'",
+        20,
+        40,
+    ),
+    Case(
+        "channel.close-ok on a channel never opened",
+        m(spec.Channel.CloseOk(), channel=5),
+        504,
+        "CHANNEL_ERROR - expected 'channel.open'",
+        20,
+        41,
+    ),
+    Case(
+        "publish on a channel never opened",
+        m(PUBLISH, channel=5) + header_frame(5, 1) + body_frame(5, b"x"),
+        504,
+        "CHANNEL_ERROR - expected 'channel.open'",
+        60,
+        40,
+    ),
+    # method-level hard errors
+    Case("channel.flow active=false", m(spec.Channel.Flow(False)), 540, "NOT_IMPLEMENTED - active=false", 20, 20),
+    Case("basic.recover requeue=false", m(spec.Basic.Recover(False)), 540, "NOT_IMPLEMENTED - requeue=false", 60, 110),
+    Case(
+        "basic.recover-async requeue=false",
+        m(spec.Basic.RecoverAsync(False)),
+        540,
+        "NOT_IMPLEMENTED - requeue=false",
+        60,
+        100,
+    ),
+    Case("qos with prefetch_size", m(spec.Basic.Qos(10, 1, False)), 540, "NOT_IMPLEMENTED - prefetch_size!=0 (10)", 60, 10),
+    Case(
+        "immediate publish",
+        method_frame(1, spec.Basic.Publish(exchange="", routing_key="x", immediate=True))
+        + header_frame(1, 1)
+        + body_frame(1, b"x"),
+        540,
+        "NOT_IMPLEMENTED - immediate=true",
+        60,
+        40,
+    ),
+    Case(
+        "reused consumer tag",
+        m(spec.Queue.Declare(queue="", exclusive=True))
+        + m(spec.Basic.Consume(queue="", consumer_tag="t1"))
+        + m(spec.Basic.Consume(queue="", consumer_tag="t1")),
+        530,
+        "NOT_ALLOWED - attempt to reuse consumer tag 't1'",
+        60,
+        20,
+    ),
+]
+
+
+def run_case(broker: Target, case: Case) -> RawAMQP:
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.send(case.data)
+    close = c.expect_close(timeout=5)
+    expected = (0, case.code, case.text, case.class_id, case.method_id)
+    got_text = close.reply_text
+    if isinstance(got_text, bytes):  # pika gives bytes for texts that are not UTF-8
+        got_text = got_text.decode("utf-8", "surrogateescape")
+    assert (close.channel, close.reply_code, got_text, close.class_id, close.method_id) == expected
+    return c
+
+
+@pytest.mark.parametrize("case", CONNECTION_ERRORS, ids=[c.id for c in CONNECTION_ERRORS])
+def test_connection_error(broker: Target, case: Case, quick_silent_close: float) -> None:
+    c = run_case(broker, case)
+    if case.fatal:
+        c.close_ok(0)  # too late: the broker no longer reads
+        assert c.wait_eof(quick_silent_close)
+    else:
+        assert not c.wait_eof(CLOSE_OK_WAIT)  # waits for close-ok
+        c.close_ok(0)
+        assert c.wait_eof(2)
+    c.sock.close()
+
+
+def test_fatal_frame_error_closes_three_seconds_later(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url)
+    c.send(frame(8, 0, b"", end=b"\x00"))
+    assert c.expect_close().reply_code == 501
+    assert not c.wait_eof(2.0)
+    assert c.wait_eof(2.5)
+    c.sock.close()
+
+
+DROPS: list[tuple[str, Callable[[RawAMQP], None]]] = [
+    ("unknown class on channel 1", lambda c: c.send(raw_method(1, 99, 1))),
+    ("unknown method of a known class", lambda c: c.send(raw_method(1, 50, 99))),
+    ("unknown method on channel 0", lambda c: c.send(raw_method(0, 10, 99))),
+    ("basic.recover-ok id 60.0", lambda c: c.send(raw_method(1, 60, 0))),
+    (
+        "bad field type in arguments",
+        lambda c: c.send(raw_method(1, 50, 10, b"\x00\x00\x01q\x08" + struct.pack(">I", 6) + b"\x01aZ\x00\x00\x00")),
+    ),
+    (
+        "NaN double in arguments",
+        lambda c: c.send(
+            raw_method(1, 50, 10, b"\x00\x00\x01q\x08" + struct.pack(">I", 11) + b"\x01ad" + b"\x7f\xf8" + b"\x00" * 6)
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("send", [d[1] for d in DROPS], ids=[d[0] for d in DROPS])
+def test_reader_crash_drops_the_socket(broker: Target, send: Callable[[RawAMQP], None]) -> None:
+    """What RabbitMQ's framing cannot even name kills its reader: no close frame, the socket just goes."""
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    send(c)
+    assert c.quiet(1.0) == []
+    assert c.eof
+    c.sock.close()
+
+
+# -- channel_max and frame_max ----------------------------------------------------------------------------------
+
+
+def test_channel_max_counts_channels_not_numbers(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url, channel_max=2)
+    c.open_channel(5)
+    c.open_channel(1000)  # a number above channel_max is fine
+    c.send_method(7, spec.Channel.Open())
+    close = c.expect_close()
+    assert (close.channel, close.reply_code, close.class_id, close.method_id) == (0, 530, 0, 0)
+    assert close.reply_text == "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)"
+    c.sock.close()
+
+
+def test_closed_channels_free_their_slot(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url, channel_max=2)
+    c.open_channel(1)
+    assert c.rpc(1, spec.Channel.Close(200, "", 0, 0), "Channel.CloseOk").name == "Channel.CloseOk"
+    c.open_channel(2)
+    c.open_channel(65535)
+    c.close()
+
+
+def test_a_stray_frame_takes_a_channel_slot(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url, channel_max=1)
+    c.open_channel(1)
+    c.send(body_frame(2, b"x"))
+    close = c.expect_close()
+    assert close.reply_code == 530
+    c.sock.close()
+
+
+@pytest.mark.parametrize(("size", "ok"), [(4088, True), (4096, True), (4097, False)])
+def test_frame_max_allows_eight_octets_of_slack(broker: Target, size: int, ok: bool) -> None:
+    c = RawAMQP.connect(broker.url, frame_max=4096)
+    c.open_channel(1)
+    c.send(m(PUBLISH) + header_frame(1, size) + body_frame(1, b"x" * size))
+    c.send_method(1, spec.Basic.Qos(0, 1, False))
+    f = c.wait("Basic.QosOk")
+    if ok:
+        assert f.name == "Basic.QosOk"
+        c.close()
+        return
+    assert f.name == "Connection.Close" and f.method.reply_code == 501
+    assert f.method.reply_text == f"FRAME_ERROR - type 3, all octets = <<>>: {{frame_too_large,{size},4088}}"
+    c.sock.close()
+
+
+# -- content ---------------------------------------------------------------------------------------------------
+
+
+def test_empty_body_frames_are_fine(broker: Target) -> None:
+    q = broker.name()
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.rpc(1, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
+    c.send(
+        method_frame(1, spec.Basic.Publish(exchange="", routing_key=q))
+        + header_frame(1, 4)
+        + body_frame(1, b"")
+        + body_frame(1, b"ab")
+        + body_frame(1, b"")
+        + body_frame(1, b"cd")
+    )
+    c.send(method_frame(1, spec.Basic.Publish(exchange="", routing_key=q)) + header_frame(1, 0))
+    got = c.rpc(1, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk")
+    assert c.get_message(1).body == b"abcd" and got.method.message_count == 1
+    got = c.rpc(1, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk")
+    assert c.get_message(1).body == b""
+    c.send_method(1, spec.Queue.Delete(queue=q))
+    c.close()
+
+
+def test_body_longer_than_announced_is_never_published(broker: Target) -> None:
+    q = broker.name()
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.open_channel(2)
+    c.rpc(2, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
+    c.send(method_frame(1, spec.Basic.Publish(exchange="", routing_key=q)) + header_frame(1, 2) + body_frame(1, b"abc"))
+    f = c.rpc(2, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk", "Basic.GetEmpty")
+    assert f.name == "Basic.GetEmpty"
+    c.send_method(2, spec.Queue.Delete(queue=q))
+    c.close()
+
+
+MALFORMED_PROPERTIES = [
+    ("flags without values", b"\x80\x00"),
+    ("no flags", b""),
+    ("one flag octet", b"\x80"),
+    ("trailing octets", b"\x00\x00xx"),
+    ("continuation flag followed by a word", b"\x00\x01\x00\x00"),
+    ("headers table too long", b"\x20\x00\x00\x00\x00\x10"),
+    ("headers with an unknown type", b"\x20\x00\x00\x00\x00\x05\x01aZ\x00\x00"),
+    ("headers with an infinite float", b"\x20\x00\x00\x00\x00\x07\x01af\x7f\x80\x00\x00"),
+    ("timestamp cut short", b"\x00\x40\x00\x00"),
+]
+
+
+@pytest.mark.parametrize("props", [p[1] for p in MALFORMED_PROPERTIES], ids=[p[0] for p in MALFORMED_PROPERTIES])
+def test_malformed_property_block_is_an_internal_error(broker: Target, props: bytes) -> None:
+    """RabbitMQ decodes the property block when it handles the publish; a bad one crashes the channel."""
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.send(m(PUBLISH) + frame(2, 1, struct.pack(">HHQ", 60, 0, 1) + props) + body_frame(1, b"x"))
+    close = c.expect_close()
+    assert (close.channel, close.reply_code, close.reply_text, close.class_id, close.method_id) == (
+        0,
+        541,
+        "INTERNAL_ERROR",
+        0,
+        0,
+    )
+    c.sock.close()
+
+
+@pytest.mark.parametrize(
+    "props",
+    [b"\x00\x01", b"\x00\x02", b"\x00\x00", b"\x08\x00\xc8"],
+    ids=["continuation bit ignored", "bit 1 ignored", "empty", "priority 200"],
+)
+def test_unusual_but_valid_property_blocks(broker: Target, props: bytes) -> None:
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.send(m(PUBLISH) + frame(2, 1, struct.pack(">HHQ", 60, 0, 1) + props) + body_frame(1, b"x"))
+    assert c.rpc(1, spec.Basic.Qos(0, 1, False), "Basic.QosOk").name == "Basic.QosOk"
+    c.close()
+
+
+@pytest.mark.parametrize("mode", [0, 3, 255])
+def test_unknown_delivery_mode(broker: Target, mode: int) -> None:
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.send(m(PUBLISH) + frame(2, 1, struct.pack(">HHQ", 60, 0, 1) + bytes([0x10, 0, mode])) + body_frame(1, b"x"))
+    close = c.expect_close()
+    assert (close.channel, close.reply_code, close.class_id, close.method_id) == (1, 406, 60, 40)
+    assert close.reply_text == f"PRECONDITION_FAILED - invalid message: {{delivery_mode_unknown,{mode}}}"
+    c.close()
+
+
+# -- closing channels -------------------------------------------------------------------------------------------
+
+
+def test_frames_on_a_closing_channel_are_ignored(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.send_method(1, spec.Queue.Declare(queue="no-such-queue-x", passive=True))
+    close = c.expect_close()
+    assert (close.channel, close.reply_code) == (1, 404)
+    c.send(m(spec.Basic.Qos(0, 1, False)) + m(PUBLISH) + header_frame(1, 1) + body_frame(1, b"x"))
+    assert c.quiet(0.3) == []
+    f = c.rpc(1, spec.Channel.Close(200, "", 0, 0), "Channel.CloseOk")  # a close crossing ours is answered
+    assert f.name == "Channel.CloseOk"
+    c.close_ok(1)
+    c.open_channel(1)  # the number is free again
+    c.close()
+
+
+def test_channel_close_and_reopen(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url)
+    for _ in range(3):
+        c.open_channel(1)
+        assert c.rpc(1, spec.Channel.Close(200, "bye", 0, 0), "Channel.CloseOk").name == "Channel.CloseOk"
+    c.close()
