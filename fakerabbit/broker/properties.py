@@ -20,6 +20,7 @@ from __future__ import annotations
 import calendar
 import enum
 import struct
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final
 
@@ -29,6 +30,7 @@ __all__ = [
     "EMPTY_PROPERTIES",
     "PROPERTY_NAMES",
     "UNSET",
+    "DeferredProperties",
     "PropertiesError",
     "RawProperties",
     "build_properties",
@@ -392,6 +394,58 @@ class RawProperties:
         parts.append(_U16.pack(flags))
         parts.reverse()
         return RawProperties(b"".join(parts))
+
+
+class DeferredProperties(RawProperties):
+    """A property block built on first use: ``base`` with its headers replaced by ``make_headers()`` and, with
+    ``drop_expiration``, without ``expiration``.
+
+    Dead-lettering copies every message it moves, and most copies are not looked at property by property
+    before they are delivered (many never are: they expire again, or a test only counts them). The headers
+    table is built on the first access to :attr:`headers`, the bytes on the first access to :attr:`raw` or to
+    any other property; the result is exactly ``base.replace(headers=..., expiration=None)``. ``make_headers``
+    must be pure (it may run at any later time) and return a table built by the broker, which encodes.
+    """
+
+    __slots__ = ("_base", "_drop_expiration", "_make_headers", "_rendered")
+
+    def __init__(
+        self, base: RawProperties, make_headers: Callable[[], Table], *, drop_expiration: bool = False
+    ) -> None:  # RawProperties.__init__ is not called: there are no bytes yet
+        self._base: RawProperties | None = base
+        self._make_headers = make_headers
+        self._drop_expiration = drop_expiration
+        self._rendered: bytes | None = None
+        self._starts = None
+        self._headers = None
+        self._headers_decoded = False
+
+    @property
+    def raw(self) -> bytes:
+        """The encoded block (built now if it was not yet)."""
+        rendered = self._rendered
+        if rendered is None:
+            base = self._base
+            assert base is not None
+            expiration: str | _Unset | None = None if self._drop_expiration else UNSET
+            rendered = base.replace(headers=self.headers, expiration=expiration).raw
+            self._rendered = rendered
+            self._base = None
+        return rendered
+
+    @raw.setter
+    def raw(self, value: bytes) -> None:
+        self._rendered = bytes(value)
+        self._base = None
+        self._starts = None
+
+    @property
+    def headers(self) -> Table | None:
+        """The new headers table (built on first access; shared: do not mutate it)."""
+        if not self._headers_decoded:
+            self._headers = self._make_headers()
+            self._headers_decoded = True
+        return self._headers
 
 
 def build_properties(

@@ -242,24 +242,34 @@ class Queue:
                 if mode == "reject-publish-dlx":
                     self.vhost.dead_letter(self, [msg], "maxlen")
                 return False
-        now = self.vhost.broker.clock.now_ms()
-        ttl = _min_opt(s.message_ttl, msg.ttl_ms)
-        entry = Entry(msg, None if ttl is None else now + ttl, self._priority_of(msg))
+        ttl = s.message_ttl
+        if msg.ttl_ms is not None and (ttl is None or msg.ttl_ms < ttl):
+            ttl = msg.ttl_ms
+        levels = self._levels
+        entry = Entry(
+            msg,
+            None if ttl is None else self.vhost.broker.clock.now_ms() + ttl,
+            0 if len(levels) == 1 else msg.priority,
+        )
         self._expire_head()
-        if self.ready_count == 0 and self._deliver_now(entry):
+        if self.ready_count == 0 and self.consumers and self._deliver_now(entry):
             return True
-        if s.message_ttl == 0 and s.dead_letter_exchange is None:
+        if ttl == 0 and s.message_ttl == 0 and s.dead_letter_exchange is None:
             # rabbit_amqqueue_process:deliver_or_enqueue's shortcut: queue TTL 0 and no DLX -> discard.
             self.vhost.broker.events.emit("expired", msg, queue=self.name)
             self.vhost.dead_letter(self, [msg], "expired")
             return True
-        self._push_tail(entry)
+        levels[self._level(entry) if len(levels) > 1 else 0].append(entry)
+        self.ready_count += 1
+        self.ready_bytes += len(msg.body)
         if self.is_quorum and mode == "reject-publish" and self._over_limit():
             self._qq_rejecting = True
-        self._drop_over_limit()
-        # TTL-4/TTL-6: an already-due message expires at once only if it is (or becomes) the head.
-        self._expire_head()
-        self._schedule_ttl()
+        dropped = (s.max_length is not None or s.max_length_bytes is not None) and self._drop_over_limit()
+        if self.ready_count == 1 or dropped or len(levels) > 1:
+            # The head (may have) changed. TTL-4/TTL-6: an already-due message expires at once only if it is (or becomes)
+            # the head; otherwise (re)arm the head's timer.
+            self._expire_head()
+            self._schedule_ttl()
         return True
 
     def _below_soft_limit(self) -> bool:
@@ -273,9 +283,10 @@ class Queue:
             return 0
         return msg.priority
 
-    def _drop_over_limit(self) -> None:
+    def _drop_over_limit(self) -> bool:
+        """drop-head: remove (and dead-letter, reason ``maxlen``) head messages while over a limit."""
         if self._overflow_mode() != "drop-head":
-            return
+            return False
         dropped: list[Message] = []
         while self.ready_count and self._over_limit():
             dropped.append(self._pop_head().msg)
@@ -283,21 +294,42 @@ class Queue:
             for m in dropped:
                 self.vhost.broker.events.emit("dropped-maxlen", m, queue=self.name)
             self.vhost.dead_letter(self, dropped, "maxlen")
+        return bool(dropped)
 
     # -- TTL ------------------------------------------------------------------------------------------------
     def _expire_head(self) -> None:
         """Drop or dead-letter expired messages at the head (RabbitMQ only expires at the head)."""
-        head = self._head()
-        if head is None or head.expires_at is None:
-            return
-        now = self.vhost.broker.clock.now_ms()
-        expired: list[Message] = []
-        while head is not None and head.expires_at is not None and head.expires_at <= now:
-            expired.append(self._pop_head().msg)
+        levels = self._levels
+        if len(levels) == 1:
+            level = levels[0]
+            if not level or level[0].expires_at is None:
+                return
+            # One level (no x-max-priority): pop the due run off the deque directly.
+            now = self.vhost.broker.clock.now_ms()
+            expired: list[Message] = []
+            size = 0
+            while level:
+                e = level[0]
+                if e.expires_at is None or e.expires_at > now:
+                    break
+                level.popleft()
+                expired.append(e.msg)
+                size += len(e.msg.body)
+            self.ready_count -= len(expired)
+            self.ready_bytes -= size
+        else:
             head = self._head()
+            if head is None or head.expires_at is None:
+                return
+            now = self.vhost.broker.clock.now_ms()
+            expired = []
+            while head is not None and head.expires_at is not None and head.expires_at <= now:
+                expired.append(self._pop_head().msg)
+                head = self._head()
         if expired:
+            emit = self.vhost.broker.events.emit
             for m in expired:
-                self.vhost.broker.events.emit("expired", m, queue=self.name)
+                emit("expired", m, queue=self.name)
             self.vhost.dead_letter(self, expired, "expired")
         self._schedule_ttl()
 

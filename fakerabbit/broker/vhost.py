@@ -346,7 +346,6 @@ class Vhost:
         """Queues the message goes to, each once, following exchange-to-exchange bindings and alternates."""
         found: dict[str, Queue] = {}
         seen: set[str] = set()
-        headers = msg.props.headers
         stack = [x]
         while stack:
             ex = stack.pop()
@@ -360,7 +359,8 @@ class Vhost:
                         found.setdefault(key, q)
                 continue
             keys = msg.routing_keys if ex.type in ("direct", "topic") else msg.routing_keys[:1]
-            matched = ex.match(keys, headers)
+            # Only a headers exchange reads the headers (decoding them, or building a dead-lettered copy's).
+            matched = ex.match(keys, msg.props.headers if ex.type == "headers" else None)
             if not matched:
                 ae_name = self.alternate_exchange(ex)
                 ae = self.exchanges.get(ae_name) if ae_name is not None else None

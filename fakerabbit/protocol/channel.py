@@ -20,6 +20,7 @@ from fakerabbit.broker.session import Session
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.codec import (
     Cancel,
+    ChannelOpenOk,
     Deliver,
     MethodDecodeError,
     Return,
@@ -190,7 +191,7 @@ class ChannelHandler:
         self._session = Session(info, self.number, self.conn.broker.vhost(info.vhost), self)
         info.sessions[self.number] = self._session
         self.state = "open"
-        self.send(commands.Channel.OpenOk())
+        self.send(ChannelOpenOk(channel_id=""))
 
     def _publish(self, m: commands.Basic.Publish, props: bytes, body: bytes, size: int) -> None:
         if m.immediate:

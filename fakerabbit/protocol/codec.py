@@ -56,6 +56,10 @@ class CancelOk(_NoValidate, commands.Basic.CancelOk):
     pass
 
 
+class ChannelOpenOk(_NoValidate, commands.Channel.OpenOk):
+    """RabbitMQ sends an empty channel-id (pamqp insists on "0")."""
+
+
 # Layout before the arguments table, per method: s = short, q = shortstr, o = octet (bits).
 _LAYOUTS: dict[int, str] = {
     commands.Queue.Declare.index: "sqo",

@@ -70,7 +70,7 @@ def server_properties(version: str) -> list[tuple[str, str, Any]]:
     """``connection.start``'s server-properties in RabbitMQ's wire order, as (key, field type, value)."""
     major_minor = tuple(int(x) for x in version.split(".")[:2])
     if major_minor < (3, 13):
-        copyright_, otp = "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.", "25.3"
+        copyright_, otp = "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.", "25.2.3"
     elif major_minor < (4, 1):
         copyright_, otp = "Copyright (c) 2007-2024 Broadcom Inc and/or its subsidiaries", "26.2.5"
     else:

@@ -228,9 +228,6 @@ class QueueSnapshot:
         """The ready messages' bodies, head first."""
         return [m.body for m in self.messages]
 
-    def __len__(self) -> int:
-        return self.message_count
-
     def __repr__(self) -> str:
         return (
             f"<QueueSnapshot {self.name!r} vhost={self.vhost!r} type={self.type} messages={self.message_count} "

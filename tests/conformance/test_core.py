@@ -38,6 +38,8 @@ def test_publish_get_roundtrip_keeps_properties(broker: Target, ch: pika.adapter
 def test_message_count_in_declare_ok_and_get_ok(broker: Target, ch) -> None:
     q = broker.name()
     ch.queue_declare(q)
+    # RabbitMQ enqueues asynchronously: without confirms a declare-ok right after publishing may count 0..3.
+    ch.confirm_delivery()
     for i in range(3):
         ch.basic_publish("", q, str(i).encode())
     assert ch.queue_declare(q, passive=True).method.message_count == 3

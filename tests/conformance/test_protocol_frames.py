@@ -106,7 +106,9 @@ CONNECTION_ERRORS = [
         'FRAME_ERROR - type 8, all octets = <<"abc">>: unknown_frame',
     ),
     Case("heartbeat on channel 1", frame(8, 1, b""), 505, "UNEXPECTED_FRAME - type 8, all octets = <<>>"),
-    Case("method frame of 1 octet", frame(1, 1, b"\x00"), 501, "FRAME_ERROR - type 1, all octets = <<0>>: unknown_frame"),
+    Case(
+        "method frame of 1 octet", frame(1, 1, b"\x00"), 501, "FRAME_ERROR - type 1, all octets = <<0>>: unknown_frame"
+    ),
     Case(
         "content header shorter than 12 octets",
         frame(2, 1, b"\x00\x3c\x00"),
@@ -240,7 +242,14 @@ CONNECTION_ERRORS = [
         10,
         40,
     ),
-    Case("server method from a client", m(spec.Queue.DeclareOk("q", 0, 0)), 503, "COMMAND_INVALID - unimplemented method", 50, 11),
+    Case(
+        "server method from a client",
+        m(spec.Queue.DeclareOk("q", 0, 0)),
+        503,
+        "COMMAND_INVALID - unimplemented method",
+        50,
+        11,
+    ),
     Case(
         "connection method on a channel",
         m(spec.Connection.Open("/")),
@@ -257,9 +266,25 @@ CONNECTION_ERRORS = [
         60,
         60,
     ),
-    Case("channel.flow-ok from a client", m(spec.Channel.FlowOk(True)), 503, "COMMAND_INVALID - unimplemented method", 20, 21),
-    Case("basic.cancel-ok from a client", m(spec.Basic.CancelOk("t")), 503, "COMMAND_INVALID - unimplemented method", 60, 31),
-    Case("unsolicited channel.close-ok", m(spec.Channel.CloseOk()), 503, "COMMAND_INVALID - unimplemented method", 20, 41),
+    Case(
+        "channel.flow-ok from a client",
+        m(spec.Channel.FlowOk(True)),
+        503,
+        "COMMAND_INVALID - unimplemented method",
+        20,
+        21,
+    ),
+    Case(
+        "basic.cancel-ok from a client",
+        m(spec.Basic.CancelOk("t")),
+        503,
+        "COMMAND_INVALID - unimplemented method",
+        60,
+        31,
+    ),
+    Case(
+        "unsolicited channel.close-ok", m(spec.Channel.CloseOk()), 503, "COMMAND_INVALID - unimplemented method", 20, 41
+    ),
     # channels
     Case("second channel.open", m(spec.Channel.Open()), 504, "CHANNEL_ERROR - second 'channel.open' seen", 20, 10),
     Case(
@@ -305,7 +330,14 @@ CONNECTION_ERRORS = [
         60,
         100,
     ),
-    Case("qos with prefetch_size", m(spec.Basic.Qos(10, 1, False)), 540, "NOT_IMPLEMENTED - prefetch_size!=0 (10)", 60, 10),
+    Case(
+        "qos with prefetch_size",
+        m(spec.Basic.Qos(10, 1, False)),
+        540,
+        "NOT_IMPLEMENTED - prefetch_size!=0 (10)",
+        60,
+        10,
+    ),
     Case(
         "immediate publish",
         method_frame(1, spec.Basic.Publish(exchange="", routing_key="x", immediate=True))

@@ -30,7 +30,9 @@ def quick_silent_close(broker: Target, monkeypatch: pytest.MonkeyPatch) -> Itera
     yield SILENT_CLOSE_DELAY + 1.5
 
 
-def start_ok(c: RawAMQP, *, mechanism: str = "PLAIN", response: bytes = b"\x00guest\x00guest", afc: bool = True) -> None:
+def start_ok(
+    c: RawAMQP, *, mechanism: str = "PLAIN", response: bytes = b"\x00guest\x00guest", afc: bool = True
+) -> None:
     c.send(HEADER)
     start = c.read_frame()
     assert start is not None and start.name == "Connection.Start"

@@ -1,0 +1,416 @@
+"""Exchanges: declare/delete rules (default exchange, amq.*, types, equivalence), bindings (queue and
+exchange-to-exchange), and routing by direct, fanout, topic and headers (all/any/all-with-x/any-with-x)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pika
+import pika.exceptions
+import pytest
+from pika import spec
+
+from tests.conformance.conftest import Target
+from tests.conformance.rawamqp import RawAMQP
+
+
+def closed(conn: Any, fn: Any) -> tuple[int, str]:
+    ch = conn.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
+        fn(ch)
+    return exc.value.reply_code, exc.value.reply_text
+
+
+# -- declare ---------------------------------------------------------------------------------------------------
+
+
+def test_default_exchange_cannot_be_declared_or_deleted(broker: Target, conn: Any) -> None:
+    text = "ACCESS_REFUSED - operation not permitted on the default exchange"
+    assert closed(conn, lambda ch: ch.exchange_declare("", "direct")) == (403, text)
+    assert closed(conn, lambda ch: ch.exchange_declare("", "direct", passive=True)) == (403, text)
+    assert closed(conn, lambda ch: ch.exchange_delete("")) == (403, text)
+
+
+def test_amq_prefix(broker: Target, conn: Any) -> None:
+    assert closed(conn, lambda ch: ch.exchange_declare("amq.mine", "direct")) == (
+        403,
+        "ACCESS_REFUSED - exchange name 'amq.mine' contains reserved prefix 'amq.*'",
+    )
+    assert closed(conn, lambda ch: ch.exchange_declare("amq.mine", "direct", passive=True)) == (
+        404,
+        "NOT_FOUND - no exchange 'amq.mine' in vhost '/'",
+    )
+    # predeclared ones can be redeclared as they are, not otherwise
+    ch = conn.channel()
+    ch.exchange_declare("amq.direct", "direct", durable=True)
+    ch.exchange_declare("amq.rabbitmq.trace", "topic", durable=True, internal=True)
+    assert closed(conn, lambda ch: ch.exchange_declare("amq.direct", "direct")) == (
+        406,
+        "PRECONDITION_FAILED - inequivalent arg 'durable' for exchange 'amq.direct' in vhost '/': "
+        "received 'false' but current is 'true'",
+    )
+    for name in ("amq.direct", "amq.fanout", "amq.no-such"):
+        assert closed(conn, lambda ch, name=name: ch.exchange_delete(name)) == (
+            403,
+            f"ACCESS_REFUSED - deletion of system exchange '{name}' in vhost '/' not allowed",
+        )
+
+
+def test_predeclared_exchanges(broker: Target, ch: Any) -> None:
+    for name, type_ in (
+        ("amq.direct", "direct"),
+        ("amq.fanout", "fanout"),
+        ("amq.topic", "topic"),
+        ("amq.headers", "headers"),
+        ("amq.match", "headers"),
+    ):
+        ch.exchange_declare(name, type_, passive=True)
+        ch.exchange_declare(name, type_, durable=True)
+
+
+@pytest.mark.parametrize(
+    ("type_", "text"),
+    [
+        ("nosuchtype", "COMMAND_INVALID - unknown exchange type 'nosuchtype'"),
+        ("x-delayed-message", "COMMAND_INVALID - unknown exchange type 'x-delayed-message'"),
+        ("", "COMMAND_INVALID - invalid exchange type ''"),
+    ],
+)
+def test_unknown_exchange_type_is_a_connection_error(broker: Target, type_: str, text: str) -> None:
+    """RabbitMQ says "invalid" instead of "unknown" for a type whose name happens to be an atom in its VM
+    (always so for ''); fakerabbit says "unknown" for every other name."""
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.send_method(1, spec.Exchange.Declare(exchange=broker.exchange(), type=type_))
+    close = c.expect_close()
+    assert (close.channel, close.reply_code, close.reply_text, close.class_id, close.method_id) == (
+        0,
+        503,
+        text,
+        40,
+        10,
+    )
+    c.sock.close()
+
+
+def test_passive_declare_ignores_type_and_flags(broker: Target, ch: Any) -> None:
+    x = broker.exchange()
+    ch.exchange_declare(x, "direct")
+    ch.exchange_declare(x, "fanout", passive=True, durable=True, auto_delete=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "received", "current"),
+    [
+        ({"exchange_type": "fanout"}, "type", "fanout", "direct"),
+        ({"durable": True}, "durable", "true", "false"),
+        ({"auto_delete": True}, "auto_delete", "true", "false"),
+        ({"internal": True}, "internal", "true", "false"),
+    ],
+)
+def test_inequivalent_redeclare(
+    broker: Target, conn: Any, kwargs: dict[str, Any], field: str, received: str, current: str
+) -> None:
+    x = broker.exchange()
+    conn.channel().exchange_declare(x, "direct")
+    args: dict[str, Any] = {"exchange_type": "direct", **kwargs}
+    assert closed(conn, lambda ch: ch.exchange_declare(x, **args)) == (
+        406,
+        f"PRECONDITION_FAILED - inequivalent arg '{field}' for exchange '{x}' in vhost '/': "
+        f"received '{received}' but current is '{current}'",
+    )
+
+
+def test_inequivalent_alternate_exchange(broker: Target, conn: Any) -> None:
+    x = broker.exchange()
+    conn.channel().exchange_declare(x, "direct", arguments={"alternate-exchange": "ae"})
+    assert closed(conn, lambda ch: ch.exchange_declare(x, "direct")) == (
+        406,
+        f"PRECONDITION_FAILED - inequivalent arg 'alternate-exchange' for exchange '{x}' in vhost '/': "
+        "received none but current is the value 'ae' of type 'longstr'",
+    )
+    assert closed(conn, lambda ch: ch.exchange_declare(x, "direct", arguments={"alternate-exchange": "other"})) == (
+        406,
+        f"PRECONDITION_FAILED - inequivalent arg 'alternate-exchange' for exchange '{x}' in vhost '/': "
+        "received 'other' but current is 'ae'",
+    )
+    conn.channel().exchange_declare(x, "direct", arguments={"alternate-exchange": "ae", "x-other": 1})
+
+
+def test_cr_and_lf_are_stripped_from_names(broker: Target, ch: Any) -> None:
+    x = broker.exchange()
+    ch.exchange_declare(x + "\r\n", "fanout")
+    ch.exchange_declare(x, "fanout", passive=True)
+    ch.exchange_delete(x + "\n")
+    ch2 = ch.connection.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
+        ch2.exchange_declare(x, "fanout", passive=True)
+    assert exc.value.reply_code == 404
+
+
+# -- delete ------------------------------------------------------------------------------------------------------
+
+
+def test_delete_missing_exchange_is_fine(broker: Target, ch: Any) -> None:
+    ch.exchange_delete(broker.exchange("missing"))
+    ch.exchange_delete(broker.exchange("missing"), if_unused=True)
+
+
+def test_delete_if_unused(broker: Target, conn: Any) -> None:
+    x, q = broker.exchange(), broker.name()
+    ch = conn.channel()
+    ch.exchange_declare(x, "fanout")
+    ch.queue_declare(q)
+    ch.queue_bind(q, x)
+    assert closed(conn, lambda ch: ch.exchange_delete(x, if_unused=True)) == (
+        406,
+        f"PRECONDITION_FAILED - exchange '{x}' in vhost '/' in use",
+    )
+    ch = conn.channel()
+    ch.queue_unbind(q, x)
+    ch.exchange_delete(x, if_unused=True)
+    assert closed(conn, lambda ch: ch.exchange_declare(x, "fanout", passive=True))[0] == 404
+
+
+def test_delete_if_unused_as_a_destination_only(broker: Target, conn: Any) -> None:
+    src, dst = broker.exchange("src"), broker.exchange("dst")
+    ch = conn.channel()
+    ch.exchange_declare(src, "fanout")
+    ch.exchange_declare(dst, "fanout")
+    ch.exchange_bind(dst, src)
+    ch.exchange_delete(dst, if_unused=True)  # only bindings *from* an exchange make it used
+
+
+def test_delete_removes_bindings(broker: Target, ch: Any) -> None:
+    x, q = broker.exchange(), broker.name()
+    ch.exchange_declare(x, "fanout")
+    ch.queue_declare(q)
+    ch.queue_bind(q, x)
+    ch.exchange_delete(x)
+    ch.exchange_declare(x, "fanout")
+    ch.confirm_delivery()
+    ch.basic_publish(x, "", b"after")
+    assert ch.queue_declare(q, passive=True).method.message_count == 0
+
+
+def test_auto_delete_exchange_goes_with_its_last_binding(broker: Target, conn: Any) -> None:
+    x, q = broker.exchange(), broker.name()
+    ch = conn.channel()
+    ch.exchange_declare(x, "fanout", auto_delete=True)
+    ch.queue_declare(q)
+    ch.queue_bind(q, x)
+    ch.queue_unbind(q, x)
+    assert closed(conn, lambda ch: ch.exchange_declare(x, "fanout", passive=True))[0] == 404
+
+
+# -- bindings ----------------------------------------------------------------------------------------------------
+
+
+def test_bind_errors(broker: Target, conn: Any) -> None:
+    q, nox, noq = broker.name(), broker.exchange("nox"), broker.name("noq")
+    conn.channel().queue_declare(q)
+    assert closed(conn, lambda ch: ch.queue_bind(q, nox)) == (404, f"NOT_FOUND - no exchange '{nox}' in vhost '/'")
+    assert closed(conn, lambda ch: ch.queue_bind(noq, "amq.direct")) == (
+        404,
+        f"NOT_FOUND - no queue '{noq}' in vhost '/'",
+    )
+    # the source is checked first
+    assert closed(conn, lambda ch: ch.queue_bind(noq, nox)) == (404, f"NOT_FOUND - no exchange '{nox}' in vhost '/'")
+    default = (403, "ACCESS_REFUSED - operation not permitted on the default exchange")
+    assert closed(conn, lambda ch: ch.queue_bind(q, "")) == default
+    assert closed(conn, lambda ch: ch.queue_unbind(q, "")) == default
+    assert closed(conn, lambda ch: ch.exchange_bind("", "amq.direct")) == default
+    assert closed(conn, lambda ch: ch.exchange_bind("amq.fanout", "")) == default
+    assert closed(conn, lambda ch: ch.exchange_bind(nox, "amq.direct")) == (
+        404,
+        f"NOT_FOUND - no exchange '{nox}' in vhost '/'",
+    )
+    assert closed(conn, lambda ch: ch.exchange_bind("amq.fanout", nox)) == (
+        404,
+        f"NOT_FOUND - no exchange '{nox}' in vhost '/'",
+    )
+
+
+def test_unbinding_what_does_not_exist_is_fine(broker: Target, ch: Any) -> None:
+    q = broker.name()
+    ch.queue_declare(q)
+    ch.queue_unbind(q, "amq.direct", "never-bound")
+    ch.queue_unbind(q, broker.exchange("nox"))
+    ch.queue_unbind(broker.name("noq"), "amq.direct")
+    ch.exchange_unbind("amq.fanout", broker.exchange("nox"))
+    ch.exchange_unbind(broker.exchange("nox"), "amq.direct")
+
+
+def test_binding_twice_is_one_binding(broker: Target, ch: Any) -> None:
+    x, q = broker.exchange(), broker.name()
+    ch.exchange_declare(x, "direct")
+    ch.queue_declare(q)
+    ch.queue_bind(q, x, "k")
+    ch.queue_bind(q, x, "k")
+    ch.confirm_delivery()
+    ch.basic_publish(x, "k", b"once")
+    assert ch.queue_declare(q, passive=True).method.message_count == 1
+    ch.queue_unbind(q, x, "k")
+    ch.basic_publish(x, "k", b"gone")
+    assert ch.queue_declare(q, passive=True).method.message_count == 1
+
+
+def test_exchange_to_exchange_cycles_deliver_once(broker: Target, ch: Any) -> None:
+    a, b, q = broker.exchange("a"), broker.exchange("b"), broker.name()
+    ch.exchange_declare(a, "fanout")
+    ch.exchange_declare(b, "fanout")
+    ch.exchange_bind(b, a)
+    ch.exchange_bind(a, b)
+    ch.queue_declare(q)
+    ch.queue_bind(q, a)
+    ch.queue_bind(q, b)
+    ch.confirm_delivery()
+    ch.basic_publish(a, "", b"m")
+    assert ch.queue_declare(q, passive=True).method.message_count == 1
+
+
+# -- routing -----------------------------------------------------------------------------------------------------
+
+
+def route(
+    ch: Any,
+    x: str,
+    bindings: list[tuple[str, str, dict[str, Any] | None]],
+    publishes: list[tuple[str, dict[str, Any] | None]],
+) -> dict[str, list[bytes]]:
+    """Bind queues (named by their key in ``bindings``), publish, return what each queue got."""
+    queues: dict[str, str] = {}
+    for label, key, args in bindings:
+        q = queues.setdefault(label, f"{x}-{label}")
+        ch.queue_declare(q, auto_delete=False)
+        ch.queue_bind(q, x, key, arguments=args)
+    ch.confirm_delivery()
+    for i, (key, headers) in enumerate(publishes):
+        ch.basic_publish(x, key, str(i).encode(), pika.BasicProperties(headers=headers))
+    out: dict[str, list[bytes]] = {}
+    for label, q in queues.items():
+        got = []
+        while True:
+            _, _, body = ch.basic_get(q, auto_ack=True)
+            if body is None:
+                break
+            got.append(body)
+        out[label] = got
+        ch.queue_delete(q)
+    return out
+
+
+def test_topic_matching(broker: Target, ch: Any) -> None:
+    x = broker.exchange()
+    ch.exchange_declare(x, "topic")
+    got = route(
+        ch,
+        x,
+        [
+            ("star", "a.*.c", None),
+            ("hash", "a.#", None),
+            ("all", "#", None),
+            ("exact", "a.b", None),
+            ("mid", "*.b.#", None),
+            ("empty", "", None),
+        ],
+        [("a.b.c", None), ("a.b", None), ("a", None), ("x.b.y.z", None), ("", None), ("a..c", None)],
+    )
+    assert got == {
+        "star": [b"0", b"5"],
+        "hash": [b"0", b"1", b"2", b"5"],
+        "all": [b"0", b"1", b"2", b"3", b"4", b"5"],
+        "exact": [b"1"],
+        "mid": [b"0", b"1", b"3"],
+        "empty": [b"4"],
+    }
+
+
+def test_headers_matching_modes(broker: Target, ch: Any) -> None:
+    x2 = broker.exchange("h2")
+    ch.exchange_declare(x2, "headers")
+    got = route(
+        ch,
+        x2,
+        [
+            ("all", "", {"x-match": "all", "a": 1, "b": "two"}),
+            ("any", "", {"x-match": "any", "a": 1, "b": "two"}),
+            ("default", "", {"a": 1}),
+            ("allx", "", {"x-match": "all-with-x", "x-k": "v"}),
+            ("anyx", "", {"x-match": "any-with-x", "x-k": "v", "z": 0}),
+            ("plainx", "", {"x-match": "all", "x-k": "v"}),
+        ],
+        [
+            ("", {"a": 1, "b": "two"}),
+            ("", {"a": 1}),
+            ("", {"b": "two", "c": 3}),
+            ("", {"x-k": "v"}),
+            ("", {}),
+            ("", None),
+        ],
+    )
+    assert got == {
+        "all": [b"0"],
+        "any": [b"0", b"1", b"2"],
+        "default": [b"0", b"1"],
+        "allx": [b"3"],
+        "anyx": [b"3"],
+        "plainx": [b"0", b"1", b"2", b"3", b"4", b"5"],  # x- arguments are ignored: an empty "all" matches all
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (
+            "foo",
+            'PRECONDITION_FAILED - Invalid x-match field value <<"foo">>; expected all, any, all-with-x, or any-with-x',
+        ),
+        (
+            "ALL",
+            'PRECONDITION_FAILED - Invalid x-match field value <<"ALL">>; expected all, any, all-with-x, or any-with-x',
+        ),
+        (5, "PRECONDITION_FAILED - Invalid x-match field type signedint (value 5); expected longstr"),
+    ],
+)
+def test_invalid_x_match(broker: Target, conn: Any, value: Any, text: str) -> None:
+    q = broker.name()
+    conn.channel().queue_declare(q)
+    assert closed(conn, lambda ch: ch.queue_bind(q, "amq.headers", arguments={"x-match": value})) == (406, text)
+
+
+def test_direct_and_fanout(broker: Target, ch: Any) -> None:
+    d = broker.exchange("d")
+    ch.exchange_declare(d, "direct")
+    got = route(
+        ch,
+        d,
+        [("one", "k1", None), ("two", "k2", None), ("both", "k1", None)],
+        [("k1", None), ("k2", None), ("k3", None)],
+    )
+    # "both" is bound only with k1 (bindings of one queue under two keys route once per key match)
+    assert got == {"one": [b"0"], "two": [b"1"], "both": [b"0"]}
+    f = broker.exchange("f")
+    ch.exchange_declare(f, "fanout")
+    got = route(ch, f, [("a", "ignored", None), ("b", "", None)], [("any", None), ("", None)])
+    assert got == {"a": [b"0", b"1"], "b": [b"0", b"1"]}
+
+
+def test_alternate_exchange_chain(broker: Target, ch: Any) -> None:
+    main, ae, ae2 = broker.exchange("main"), broker.exchange("ae"), broker.exchange("ae2")
+    q = broker.name()
+    ch.exchange_declare(ae2, "fanout")
+    ch.exchange_declare(ae, "direct", arguments={"alternate-exchange": ae2})
+    ch.exchange_declare(main, "direct", arguments={"alternate-exchange": ae})
+    ch.queue_declare(q)
+    ch.queue_bind(q, ae2)
+    ch.confirm_delivery()
+    ch.basic_publish(main, "nothing-matches", b"falls through twice", mandatory=True)
+    assert ch.basic_get(q, auto_ack=True)[2] == b"falls through twice"
+
+
+def test_publish_to_internal_exchange(broker: Target, conn: Any) -> None:
+    x = broker.exchange()
+    conn.channel().exchange_declare(x, "fanout", internal=True)
+    code, text = closed(conn, lambda ch: (ch.basic_publish(x, "", b"x"), ch.basic_qos(prefetch_count=1)))
+    assert (code, text) == (403, f"ACCESS_REFUSED - cannot publish to internal exchange '{x}' in vhost '/'")
