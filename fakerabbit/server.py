@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from fakerabbit.broker.broker import Broker
-from fakerabbit.protocol.alarms import ResourceAlarms
 from fakerabbit.clock import FollowingClock, SystemClock, VirtualClock, use_real_time
+from fakerabbit.protocol.alarms import ResourceAlarms
 from fakerabbit.testing.api import TestingAPI
 
 if TYPE_CHECKING:
