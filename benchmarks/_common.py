@@ -106,10 +106,7 @@ def fake_process(extra_args: tuple[str, ...] = (), *, uvloop: bool = False) -> I
 
     ``uvloop=True`` runs the same CLI with uvloop's event loop policy installed first (what the fake would get if
     it used uvloop when installed)."""
-    if uvloop:
-        prog = [sys.executable, "-c", UVLOOP_MAIN]
-    else:
-        prog = [sys.executable, "-m", "fakerabbit"]
+    prog = [sys.executable, "-c", UVLOOP_MAIN] if uvloop else [sys.executable, "-m", "fakerabbit"]
     cmd = [*prog, "serve", "--port", "0", *serve_flags(), *extra_args]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -154,7 +151,7 @@ def real_target(url: str) -> Target | None:
     """The real broker, or None (with a note on stderr) when it cannot be reached."""
     try:
         conn = pika.BlockingConnection(pika.URLParameters(url))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         print(f"note: real broker at {url} unreachable ({exc!r}); real column skipped", file=sys.stderr)
         return None
     v = conn._impl.server_properties.get("version", b"?")
@@ -177,7 +174,7 @@ def print_table(headers: list[str], rows: list[list[str]], left: int = 1) -> Non
 
     def fmt(cells: list[str]) -> str:
         out = []
-        for i, (c, w) in enumerate(zip(cells, widths)):
+        for i, (c, w) in enumerate(zip(cells, widths, strict=False)):
             out.append(str(c).ljust(w) if i < left or (left > 1 and i == n - 1) else str(c).rjust(w))
         return "  ".join(out).rstrip()
 

@@ -27,7 +27,6 @@ import tracemalloc
 from typing import Any
 
 import pika
-
 from _common import BODY_100, Target, fake_process, median, print_table, rss_kib, unique
 
 from fakerabbit.broker.broker import Broker
@@ -35,6 +34,13 @@ from fakerabbit.broker.session import Session
 from fakerabbit.clock import VirtualClock
 
 EMPTY_PROPS = b"\x00\x00"
+
+
+def ratio(a: float, b: float, fmt: str = ".2f") -> str:
+    """a / b, or "-" when b is too small to divide by (timer resolution on tiny runs)."""
+    return format(a / b, fmt) if b > 0 else "-"
+
+
 ROWS: list[list[str]] = []
 
 
@@ -114,8 +120,13 @@ def section_queues(nq: int, small: int) -> None:
             stamps.append(time.perf_counter())
         first = (stamps[small] - stamps[0]) / small * 1e6
         last = (stamps[-1] - stamps[-1 - small]) / small * 1e6
-        row("queues", f"queue.declare over the wire (us each), first / last {small:,}", f"{first:.0f}", f"{last:.0f}",
-            f"{last / first:.2f}")
+        row(
+            "queues",
+            f"queue.declare over the wire (us each), first / last {small:,}",
+            f"{first:.0f}",
+            f"{last:.0f}",
+            ratio(last, first),
+        )
         t0 = time.perf_counter()
         for name in names:
             ch.basic_publish("", name, BODY_100)
@@ -130,7 +141,7 @@ def section_queues(nq: int, small: int) -> None:
             f"per-test cycle ms, 0 vs {nq:,} queues present",
             f"{base_cycle:.2f}",
             f"{big_cycle:.2f}",
-            f"{big_cycle / base_cycle:.2f}",
+            ratio(big_cycle, base_cycle),
             "wall clock; see the broker-level row below",
         )
         t0 = time.perf_counter()
@@ -158,9 +169,7 @@ def section_queues(nq: int, small: int) -> None:
         t0 = time.process_time()
         for j in range(reps):
             c = broker.open_connection("guest", "/", client_properties={})
-            v.declare_queue(
-                c, f"ex{j}", passive=False, durable=False, exclusive=True, auto_delete=False, arguments={}
-            )
+            v.declare_queue(c, f"ex{j}", passive=False, durable=False, exclusive=True, auto_delete=False, arguments={})
             broker.close_connection(c)
         tmp[f"conn{n}"] = (time.process_time() - t0) / reps * 1e6
         gc.collect()
@@ -184,12 +193,16 @@ def section_queues(nq: int, small: int) -> None:
 
     def grow(key: str, what: str, unit: str, fmt: str = ".1f", note: str = "10x") -> None:
         lo, hi = tmp[f"{key}{a}"], tmp[f"{key}{b}"]
-        row("queues", f"{what}, {a:,} / {b:,} ({unit})", format(lo, fmt), format(hi, fmt), f"{hi / lo:.1f}", note)
+        row("queues", f"{what}, {a:,} / {b:,} ({unit})", format(lo, fmt), format(hi, fmt), ratio(hi, lo, ".1f"), note)
 
     grow("decl-first", "broker-level queue.declare, first queues", "us")
     grow("decl-last", "broker-level queue.declare, last queues", "us", note="vs first: growth per declare")
-    grow("conn", "broker-level open conn + excl. queue + close, queues present", "us",
-         note="Broker.close_connection scans all queues")
+    grow(
+        "conn",
+        "broker-level open conn + excl. queue + close, queues present",
+        "us",
+        note="Broker.close_connection scans all queues",
+    )
     grow("reset", "broker reset() with N queues", "ms", ".2f")
     grow("del", "delete a queue bound to a topic exchange, N bindings", "us")
 
@@ -225,12 +238,30 @@ def section_messages(nm: int, chunk: int) -> None:
             if count != done + chunk:
                 raise RuntimeError(f"expected {done + chunk} messages, queue has {count}")
         rss1 = rss_kib(t.pid)
-        row("messages", "wire publish msg/s (first chunk / last chunk)", f"{rates[0]:,.0f}", f"{rates[-1]:,.0f}",
-            f"{rates[0] / rates[-1]:.2f}", "wall clock; growth = time per msg")
-        row("messages", "fake process CPU us/msg publishing (first / last chunk)", f"{cpus[0]:.1f}", f"{cpus[-1]:.1f}",
-            f"{cpus[-1] / cpus[0]:.2f}", "user+sys from /proc")
-        row("messages", f"fake process RSS per queued message (bytes), {nm:,} msgs", "",
-            f"{(rss1 - gc_rss0) * 1024 / nm:,.0f}", "", f"RSS {gc_rss0 / 1024:.0f} -> {rss1 / 1024:.0f} MiB")
+        row(
+            "messages",
+            "wire publish msg/s (first chunk / last chunk)",
+            f"{rates[0]:,.0f}",
+            f"{rates[-1]:,.0f}",
+            ratio(rates[0], rates[-1]),
+            "wall clock; growth = time per msg",
+        )
+        row(
+            "messages",
+            "fake process CPU us/msg publishing (first / last chunk)",
+            f"{cpus[0]:.1f}",
+            f"{cpus[-1]:.1f}",
+            ratio(cpus[-1], cpus[0]),
+            "user+sys from /proc",
+        )
+        row(
+            "messages",
+            f"fake process RSS per queued message (bytes), {nm:,} msgs",
+            "",
+            f"{(rss1 - gc_rss0) * 1024 / nm:,.0f}",
+            "",
+            f"RSS {gc_rss0 / 1024:.0f} -> {rss1 / 1024:.0f} MiB",
+        )
         # consume a slice from the deep queue: dispatch must not depend on the depth
         n_c = min(20000, nm)
         ch.basic_qos(prefetch_count=200)
@@ -250,8 +281,14 @@ def section_messages(nm: int, chunk: int) -> None:
         rate = n_c / (time.perf_counter() - t0)
         ccpu = ((t.server_cpu() or 0.0) - c0) / n_c * 1e6
         ch.basic_cancel(tag)
-        row("messages", f"consume+ack from the {nm:,}-deep queue (prefetch 200): msg/s, CPU us/msg", "",
-            f"{rate:,.0f}", f"{ccpu:.1f}", "growth column: fake CPU us/msg")
+        row(
+            "messages",
+            f"consume+ack from the {nm:,}-deep queue (prefetch 200): msg/s, CPU us/msg",
+            "",
+            f"{rate:,.0f}",
+            f"{ccpu:.1f}",
+            "growth column: fake CPU us/msg",
+        )
         t0 = time.perf_counter()
         ch.queue_purge(q)
         row("messages", f"queue.purge of {nm - n_c:,} messages (ms)", "", f"{(time.perf_counter() - t0) * 1000:.0f}")
@@ -270,10 +307,21 @@ def section_messages(nm: int, chunk: int) -> None:
             s.publish("", "deep", False, False, EMPTY_PROPS, BODY_100)
         per.append((time.process_time() - t0) / chunk * 1e6)
     rss1 = rss_kib()
-    row("messages", "broker-level publish (us/msg, first / last chunk)", f"{per[0]:.2f}", f"{per[-1]:.2f}",
-        f"{per[-1] / per[0]:.2f}")
-    row("messages", "broker-level RSS per queued message (bytes)", "", f"{(rss1 - rss0) * 1024 / nm:,.0f}",
-        "", f"event log holds {len(broker.events):,} events")
+    row(
+        "messages",
+        "broker-level publish (us/msg, first / last chunk)",
+        f"{per[0]:.2f}",
+        f"{per[-1]:.2f}",
+        ratio(per[-1], per[0]),
+    )
+    row(
+        "messages",
+        "broker-level RSS per queued message (bytes)",
+        "",
+        f"{(rss1 - rss0) * 1024 / nm:,.0f}",
+        "",
+        f"event log holds {len(broker.events):,} events",
+    )
     t0 = time.process_time()
     v.purge_queue(conn, "deep")
     del broker, conn, s, v
@@ -293,8 +341,14 @@ def section_messages(nm: int, chunk: int) -> None:
     tracemalloc.stop()
     stats = snap1.compare_to(snap0, "lineno")
     total = sum(st.size_diff for st in stats)
-    row("messages", f"tracemalloc bytes per message, event log off ({sample:,} sample)", "",
-        f"{total / sample:,.0f}", "", "top allocation sites follow")
+    row(
+        "messages",
+        f"tracemalloc bytes per message, event log off ({sample:,} sample)",
+        "",
+        f"{total / sample:,.0f}",
+        "",
+        "top allocation sites follow",
+    )
     for st in stats[:8]:
         if st.size_diff / sample < 4:
             continue
@@ -327,8 +381,14 @@ def section_topic(sizes: list[int], n_pub: int) -> None:
             del broker, conn, s, v
     lo, hi = sizes[0], sizes[-1]
     for kind in ("topic", "direct"):
-        row("topic", f"broker-level {kind} publish (us), {lo:,} / {hi:,} bindings", f"{per[(kind, lo)]:.1f}",
-            f"{per[(kind, hi)]:.1f}", f"{per[(kind, hi)] / per[(kind, lo)]:.1f}", f"{hi // lo}x bindings")
+        row(
+            "topic",
+            f"broker-level {kind} publish (us), {lo:,} / {hi:,} bindings",
+            f"{per[(kind, lo)]:.1f}",
+            f"{per[(kind, hi)]:.1f}",
+            ratio(per[(kind, hi)], per[(kind, lo)], ".1f"),
+            f"{hi // lo}x bindings",
+        )
     for n in sizes[1:-1]:
         row("topic", f"broker-level topic publish (us), {n:,} bindings", "", f"{per[('topic', n)]:.1f}")
 
@@ -357,8 +417,14 @@ def section_topic(sizes: list[int], n_pub: int) -> None:
                 ch.queue_delete(qn)
             ch.exchange_delete(x)
         conn.close()
-    row("topic", f"wire topic publish msg/s, {lo:,} / {hi:,} bindings", f"{wire[lo]:,.0f}", f"{wire[hi]:,.0f}",
-        f"{wire[lo] / wire[hi]:.1f}", "growth = time per msg")
+    row(
+        "topic",
+        f"wire topic publish msg/s, {lo:,} / {hi:,} bindings",
+        f"{wire[lo]:,.0f}",
+        f"{wire[hi]:,.0f}",
+        ratio(wire[lo], wire[hi], ".1f"),
+        "growth = time per msg",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

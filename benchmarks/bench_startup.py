@@ -24,7 +24,6 @@ import sys
 import time
 
 import pika
-
 from _common import BODY_100, fake_process, median, print_table, unique
 
 from fakerabbit import FakeRabbit
@@ -128,13 +127,31 @@ def main(argv: list[str] | None = None) -> int:
         ["FakeRabbit() + start() (thread)", median(starts) * ms, pct(starts, 0.9) * ms, min(starts) * ms, n, ""],
         ["stop() (thread)", median(stops) * ms, pct(stops, 0.9) * ms, min(stops) * ms, n, ""],
         ["start + stop (thread)", median(totals) * ms, pct(totals, 0.9) * ms, min(totals) * ms, n, "< 20 ms"],
-        ["start + stop (async, caller's loop)", median(async_totals) * ms, pct(async_totals, 0.9) * ms,
-         min(async_totals) * ms, n, "< 20 ms"],
+        [
+            "start + stop (async, caller's loop)",
+            median(async_totals) * ms,
+            pct(async_totals, 0.9) * ms,
+            min(async_totals) * ms,
+            n,
+            "< 20 ms",
+        ],
         ["reset() idle", median(reset_idle) * ms, pct(reset_idle, 0.9) * ms, min(reset_idle) * ms, n, "< 1 ms"],
-        ["reset() after a typical test", median(reset_state) * ms, pct(reset_state, 0.9) * ms,
-         min(reset_state) * ms, n, "< 1 ms"],
-        ["serve process: spawn to accepting", median(proc) * ms, pct(proc, 0.9) * ms, min(proc) * ms, np_,
-         "(RabbitMQ ~4500)"],
+        [
+            "reset() after a typical test",
+            median(reset_state) * ms,
+            pct(reset_state, 0.9) * ms,
+            min(reset_state) * ms,
+            n,
+            "< 1 ms",
+        ],
+        [
+            "serve process: spawn to accepting",
+            median(proc) * ms,
+            pct(proc, 0.9) * ms,
+            min(proc) * ms,
+            np_,
+            "(RabbitMQ ~4500)",
+        ],
         ["import fakerabbit.server (fresh interpreter)", median(imp) * ms, pct(imp, 0.9) * ms, min(imp) * ms, np_, ""],
     ]
     goals = {2: 20.0, 3: 20.0, 4: 1.0, 5: 1.0}

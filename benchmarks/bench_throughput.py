@@ -26,7 +26,6 @@ import time
 from collections import defaultdict
 
 import pika
-
 from _common import (
     BODY_100,
     DEFAULT_REAL_URL,
@@ -237,6 +236,17 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("medians (ratio > 1 means the fake is faster)")
     print_table(headers, rows)
+    if reps > 1:
+        print()
+        print("spread over the repetitions (min - max)")
+        spread = []
+        for k in ("publish", "consume", "confirm", "cycle"):
+            cells = [k]
+            for name in names:
+                lo, hi = min(results[name][k]), max(results[name][k])
+                cells.append(f"{lo:.2f} - {hi:.2f}" if k == "cycle" else f"{lo:,.0f} - {hi:,.0f}")
+            spread.append(cells)
+        print_table(["measure", *names], spread)
     if cpus:
         print()
         print("broker CPU of the fake's own process (user+sys from /proc, medians; not inflated by other load):")

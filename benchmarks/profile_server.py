@@ -3,7 +3,7 @@
 the samples are folded into self and inclusive time per function.
 
     pip install py-spy
-    python benchmarks/profile_server.py                      # all workloads, reports in ./profiles/
+    python benchmarks/profile_server.py                      # all workloads, reports in $TMPDIR/fakerabbit-profiles/
     python benchmarks/profile_server.py --workloads publish,topic --out /tmp/prof --top 15
 
 Workloads: publish (no confirms), consume (ack, prefetch 200; queue filled before sampling), confirm (a confirm
@@ -25,12 +25,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pika
-
 from _common import BODY_100, Target, fake_process, unique
 
 
@@ -164,14 +164,19 @@ def run_cycle(t: Target, n: int) -> None:
         conn.close()
 
 
-WORKLOADS = {"publish": wl_publish, "consume": wl_consume, "confirm": wl_confirm, "declare": wl_declare,
-             "topic": wl_topic}
+WORKLOADS = {
+    "publish": wl_publish,
+    "consume": wl_consume,
+    "confirm": wl_confirm,
+    "declare": wl_declare,
+    "topic": wl_topic,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default="publish,consume,confirm,cycle,declare,topic")
-    ap.add_argument("--out", default="profiles")
+    ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "fakerabbit-profiles"))
     ap.add_argument("-n", type=int, default=40000, help="messages for publish/consume (others scale from it)")
     ap.add_argument("--bindings", type=int, default=10000)
     ap.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
@@ -203,8 +208,10 @@ def main(argv: list[str] | None = None) -> int:
                     wall = time.perf_counter() - t0
                 conn.close()
         total, selfc, incl = fold(path)
-        lines = [f"== {name}: {wall:.2f} s wall, {total} busy samples at {args.rate}/s "
-                 f"(~{total / args.rate:.2f} s server CPU)"]
+        lines = [
+            f"== {name}: {wall:.2f} s wall, {total} busy samples at {args.rate}/s "
+            f"(~{total / args.rate:.2f} s server CPU)"
+        ]
         lines.append("  self %   function")
         for fr, c in selfc.most_common(args.top):
             lines.append(f"  {100 * c / total:5.1f}   {short(fr)}")

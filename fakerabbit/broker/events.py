@@ -26,21 +26,23 @@ class EventLog:
 
     def __init__(self, now_ms: Any, maxlen: int = 100_000) -> None:
         self._now_ms = now_ms
-        self._events: deque[Event] = deque(maxlen=maxlen)
+        # Plain tuples, turned into Event objects only when read: emitting is on the hot path (expiring
+        # 100,000 messages into a dead-letter queue emits 200,000 events).
+        self._events: deque[tuple[str, int, int | None, dict[str, Any]]] = deque(maxlen=maxlen)
         self.enabled = True
 
     def emit(self, kind: str, msg: Message | None, **details: Any) -> None:
         if self.enabled:
-            self._events.append(Event(kind, self._now_ms(), msg.id if msg is not None else None, details))
+            self._events.append((kind, self._now_ms(), msg.id if msg is not None else None, details))
 
     def clear(self) -> None:
         self._events.clear()
 
     def snapshot(self) -> list[Event]:
-        return list(self._events)
+        return [Event(*e) for e in self._events]
 
     def __iter__(self) -> Iterator[Event]:
-        return iter(list(self._events))
+        return iter(self.snapshot())
 
     def __len__(self) -> int:
         return len(self._events)

@@ -107,6 +107,8 @@ class Queue:
         self.vhost = vhost
         self.name = name
         self.queue_type = queue_type
+        #: ``x-queue-type`` is quorum (fixed for the queue's life).
+        self.is_quorum = queue_type == "quorum"
         self.durable = durable
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
@@ -129,10 +131,6 @@ class Queue:
         self._qq_rejecting = False
 
     # -- structure ------------------------------------------------------------------------------------------
-    @property
-    def is_quorum(self) -> bool:
-        return self.queue_type == "quorum"
-
     def _set_levels(self) -> None:
         mp = self.settings.max_priority if not self.is_quorum else None
         n = (mp + 1) if mp is not None else 1
@@ -229,8 +227,8 @@ class Queue:
     def publish(self, msg: Message, *, dead_lettered: bool = False) -> bool:
         """Enqueue a routed message. Returns False when the queue rejects it (overflow reject-publish)."""
         s = self.settings
-        mode = self._overflow_mode()
-        if mode != "drop-head":
+        mode = s.overflow
+        if mode != "drop-head" and (mode := self._overflow_mode()) != "drop-head":
             if self.is_quorum:
                 if self._qq_rejecting and self._below_soft_limit():
                     self._qq_rejecting = False

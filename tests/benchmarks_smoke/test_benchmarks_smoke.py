@@ -13,7 +13,16 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 CASES = {
     "startup": ["bench_startup.py", "-n", "3"],
     "throughput": [
-        "bench_throughput.py", "-n", "50", "--cycles", "3", "--reps", "1", "--no-real", "--targets", "process,thread",
+        "bench_throughput.py",
+        "-n",
+        "50",
+        "--cycles",
+        "3",
+        "--reps",
+        "1",
+        "--no-real",
+        "--targets",
+        "process,thread",
     ],
     "scale": ["bench_scale.py", "--quick", "--queues", "50", "--messages", "500", "--bindings", "100"],
 }
