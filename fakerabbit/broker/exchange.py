@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fakerabbit.broker.fields import Table
+from fakerabbit.broker.topic import TopicTrie
 
 
 class ExchangeType(StrEnum):
@@ -99,6 +101,13 @@ class Exchange:
     bindings: list[Binding] = field(default_factory=list)
     # direct exchanges: routing key -> bindings, for O(1) routing
     _by_key: dict[str, list[Binding]] = field(default_factory=dict)
+    # topic exchanges: the patterns as a word trie (fakerabbit/broker/topic.py)
+    _topic: TopicTrie[Binding] | None = field(default=None, repr=False, compare=False)
+    # every exchange: id(binding) -> sequence number, growing in binding order (``bindings`` is sorted by it, so
+    # a binding is found by bisection), and (destination kind, name) -> bindings, for deleting a queue
+    _seq: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+    _next_seq: int = field(default=0, repr=False, compare=False)
+    _by_dest: dict[tuple[str, str], list[Binding]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def alternate_exchange(self) -> str | None:
@@ -111,6 +120,14 @@ class Exchange:
             return False
         self.bindings.append(b)
         self._by_key.setdefault(b.routing_key, []).append(b)
+        seq = self._next_seq
+        self._next_seq = seq + 1
+        self._seq[id(b)] = seq
+        self._by_dest.setdefault((b.destination_kind, b.destination), []).append(b)
+        if self.type == ExchangeType.TOPIC:
+            if self._topic is None:
+                self._topic = TopicTrie()
+            self._topic.add(b.routing_key, seq, b)
         return True
 
     def remove_binding(self, b: Binding) -> bool:
@@ -121,12 +138,32 @@ class Exchange:
                 bucket.remove(x)
                 if not bucket:
                     del self._by_key[b.routing_key]
-                self.bindings.remove(x)
+                self._forget(x)
                 return True
         return False
 
+    def _forget(self, x: Binding) -> None:
+        seqs = self._seq
+        seq = seqs.pop(id(x))
+        bindings = self.bindings
+        i = bisect_left(bindings, seq, key=lambda y: seqs.get(id(y), seq))
+        if i < len(bindings) and bindings[i] is x:
+            del bindings[i]
+        else:  # not reached: bindings is kept in sequence order
+            bindings.remove(x)
+        dest = (x.destination_kind, x.destination)
+        to_dest = self._by_dest[dest]
+        for j, y in enumerate(to_dest):
+            if y is x:
+                del to_dest[j]
+                break
+        if not to_dest:
+            del self._by_dest[dest]
+        if self._topic is not None:
+            self._topic.remove(x.routing_key, seq)
+
     def remove_destination(self, kind: str, name: str) -> list[Binding]:
-        gone = [b for b in self.bindings if b.destination_kind == kind and b.destination == name]
+        gone = list(self._by_dest.get((kind, name), ()))
         for b in gone:
             self.remove_binding(b)
         return gone
@@ -146,7 +183,7 @@ class Exchange:
                 out.extend(self._by_key.get(rk, ()))
             return out
         if t == ExchangeType.TOPIC:
-            return [b for b in self.bindings if any(topic_matches(b.routing_key, rk) for rk in routing_keys)]
+            return self._topic.match(routing_keys) if self._topic is not None else []
         if t == ExchangeType.HEADERS:
             h = headers or {}
             return [b for b in self.bindings if headers_match(b.arguments, h)]
