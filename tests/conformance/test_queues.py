@@ -41,13 +41,17 @@ def test_amq_prefix_is_reserved(broker: Target, conn: Any, name: str) -> None:
     )
 
 
-def test_names_are_case_sensitive_and_lose_cr_lf(broker: Target, ch: Any) -> None:
+def test_names_lose_cr_and_lf(broker: Target) -> None:
     q = broker.name("Mixed")
-    ch.queue_declare(q + "\r\n")
-    assert ch.queue_declare(q, passive=True).method.queue == q
-    ch.queue_delete(q + "\n")
-    with pytest.raises(pika.exceptions.ChannelClosedByBroker):
-        ch.queue_declare(q, passive=True)
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    f = c.rpc(1, spec.Queue.Declare(queue=q + "\r\n"), "Queue.DeclareOk")
+    assert f.method.queue == q  # (pika would wait forever: it expects its own name back)
+    assert c.rpc(1, spec.Queue.Declare(queue=q, passive=True), "Queue.DeclareOk").method.queue == q
+    c.rpc(1, spec.Queue.Delete(queue=q + "\n"), "Queue.DeleteOk")
+    c.send_method(1, spec.Queue.Declare(queue=q.lower(), passive=True))
+    assert c.expect_close().reply_code == 404  # names are case-sensitive
+    c.close()
 
 
 def test_passive_declare_does_not_check_flags(broker: Target, ch: Any) -> None:
