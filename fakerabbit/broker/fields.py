@@ -124,6 +124,9 @@ _SCALARS: Final[dict[int, tuple[str, struct.Struct]]] = {
     )
 }
 _SCALARS_BY_TAG: Final[dict[str, struct.Struct]] = {tag: st for tag, st in _SCALARS.values()}
+# py-amqp (and so kombu and Celery) writes 64-bit ints as 'L'. RabbitMQ reads it as a signed long and, when it
+# re-encodes a table (dead-lettering), writes 'l' (verified on 3.10.8), so it decodes to the 'l' tag here.
+_SCALARS[ord("L")] = ("l", struct.Struct(">q"))
 
 # A private context so a caller's decimal context (precision, traps) cannot change decoded values.
 _DEC_CONTEXT: Final = decimal.Context(prec=60, Emin=-999_999, Emax=999_999)

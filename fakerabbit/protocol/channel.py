@@ -41,8 +41,7 @@ _MAX_MESSAGE_SIZE_4 = 16777216
 
 
 def _properties_valid(props: bytes) -> bool:
-    """RabbitMQ can decode the block (else its channel crashes: 541), and so can fakerabbit (a header type only
-    RabbitMQ reads, ``L``, is treated as a crash too: a documented difference)."""
+    """RabbitMQ can decode the block (else its channel crashes: 541)."""
     if not check_properties(props):
         return False
     try:

@@ -39,6 +39,11 @@ class ClientTarget(Target):
     """One broker under test, as seen by a client library."""
 
     @property
+    def prefix(self) -> str:
+        """The unique prefix of this test's names (:meth:`name` adds it)."""
+        return self._prefix
+
+    @property
     def host(self) -> str:
         return urlsplit(self.url).hostname or "127.0.0.1"
 

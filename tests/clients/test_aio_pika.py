@@ -96,7 +96,7 @@ async def run_session(broker: ClientTarget) -> None:
     work_q = await channel.declare_queue(work, arguments={"x-dead-letter-exchange": dlx, "x-max-length": 100})
     delay_q = await channel.declare_queue(delay, arguments={"x-dead-letter-exchange": dlx, "x-message-ttl": TTL_MS})
     dead_q = await channel.declare_queue(dlq)
-    bounded_q = await channel.declare_queue(bounded, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    await channel.declare_queue(bounded, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
     await work_q.bind(x, "order.created", arguments={"x-binding-note": 1})
     await delay_q.bind(x, "order.delayed")
     await dead_q.bind(dead_x)
@@ -114,7 +114,10 @@ async def run_session(broker: ClientTarget) -> None:
     # basic.get, nack with requeue (redelivered), reject into the DLX: properties and header types survive
     message = await work_q.get(timeout=TIMEOUT)
     assert (message.body, message.exchange, message.routing_key, message.redelivered) == (
-        b'{"id": 1}', orders, "order.created", False
+        b'{"id": 1}',
+        orders,
+        "order.created",
+        False,
     )
     assert_order(message)
     await message.nack(requeue=True)
@@ -127,9 +130,13 @@ async def run_session(broker: ClientTarget) -> None:
     (death,) = message.headers["x-death"]
     assert isinstance(death["time"], datetime)
     assert {k: v for k, v in death.items() if k != "time"} == {
-        "count": 1, "reason": "rejected", "queue": work, "exchange": orders, "routing-keys": ["order.created"],
+        "count": 1,
+        "reason": "rejected",
+        "queue": work,
+        "exchange": orders,
+        "routing-keys": ["order.created"],
         "original-expiration": "60000",
-    }  # fmt: skip
+    }
     await message.ack()
 
     # consume with manual ack and prefetch 2; a consumer on the DLQ waits for the TTL'd message
@@ -153,9 +160,12 @@ async def run_session(broker: ClientTarget) -> None:
     rest.append(await asyncio.wait_for(received.get(), TIMEOUT))
     await rest[-1].ack()
     assert [(m.body, m.redelivered, m.headers["i"], m.consumer_tag) for m in first + rest] == [
-        (b"m0", False, 0, "aio-1"), (b"m1", False, 1, "aio-1"), (b"m1", True, 1, "aio-1"), (b"m2", False, 2, "aio-1"),
+        (b"m0", False, 0, "aio-1"),
+        (b"m1", False, 1, "aio-1"),
+        (b"m1", True, 1, "aio-1"),
+        (b"m2", False, 2, "aio-1"),
         (b"m3", False, 3, "aio-1"),
-    ]  # fmt: skip
+    ]
     await work_q.cancel(tag)
 
     # TTL: expires out of the delay queue into the DLX and is pushed to the waiting consumer
@@ -164,10 +174,16 @@ async def run_session(broker: ClientTarget) -> None:
     late = await asyncio.wait_for(dead_letters.get(), TIMEOUT)
     (death,) = late.headers["x-death"]
     assert (late.body, late.message_id, late.headers["attempt"], late.routing_key) == (
-        b"later", "late-1", 1, "order.delayed"
+        b"later",
+        "late-1",
+        1,
+        "order.delayed",
     )
     assert (death["reason"], death["queue"], death["count"], death["routing-keys"]) == (
-        "expired", delay, 1, ["order.delayed"]
+        "expired",
+        delay,
+        1,
+        ["order.delayed"],
     )
     await late.ack()
 

@@ -58,9 +58,16 @@ async def run_session(broker: ClientTarget) -> None:
 
     # publish with confirms; the properties come back as sent, the header types preserved
     props = Basic.Properties(
-        content_type="text/plain", headers=HEADERS, delivery_mode=2, priority=2, correlation_id="c-9",
-        message_id="m-9", timestamp=datetime(2030, 1, 2, tzinfo=UTC), message_type="t", app_id="aiormq-app",
-    )  # fmt: skip
+        content_type="text/plain",
+        headers=HEADERS,
+        delivery_mode=2,
+        priority=2,
+        correlation_id="c-9",
+        message_id="m-9",
+        timestamp=datetime(2030, 1, 2, tzinfo=UTC),
+        message_type="t",
+        app_id="aiormq-app",
+    )
     assert isinstance(await channel.basic_publish(b"order", exchange=hdrs, properties=props), Basic.Ack)
     vip_props = Basic.Properties(headers={"vip": True, "region": "us"})
     assert isinstance(await channel.basic_publish(b"vip", exchange=hdrs, properties=vip_props), Basic.Ack)
@@ -72,12 +79,16 @@ async def run_session(broker: ClientTarget) -> None:
         await channel.basic_publish(b"nobody", exchange=hdrs, properties=nobody, mandatory=True)
     assert isinstance(publish_error.value.message.delivery, Basic.Return)
     assert (publish_error.value.message.delivery.reply_code, publish_error.value.message.delivery.reply_text) == (
-        312, "NO_ROUTE"
+        312,
+        "NO_ROUTE",
     )
     message = await get(channel, work)
     assert message is not None
     assert (message.body, message.delivery.exchange, message.delivery.routing_key, message.delivery.redelivered) == (
-        b"order", hdrs, "", False
+        b"order",
+        hdrs,
+        "",
+        False,
     )
     assert message.header.properties == props
     for key, value in HEADERS.items():
@@ -111,8 +122,12 @@ async def run_session(broker: ClientTarget) -> None:
             await channel.basic_reject(message.delivery.delivery_tag, requeue=True)
         else:
             await channel.basic_ack(message.delivery.delivery_tag)
-    assert seen == [(b"0", False, "aiormq-1"), (b"0", True, "aiormq-1"), (b"1", False, "aiormq-1"),
-                    (b"2", False, "aiormq-1")]  # fmt: skip
+    assert seen == [
+        (b"0", False, "aiormq-1"),
+        (b"0", True, "aiormq-1"),
+        (b"1", False, "aiormq-1"),
+        (b"2", False, "aiormq-1"),
+    ]
     assert isinstance(await channel.basic_cancel("aiormq-1"), Basic.CancelOk)
 
     # TTL: the queue's x-message-ttl expires the message into the DLQ (dead-letter routing key)
@@ -123,8 +138,12 @@ async def run_session(broker: ClientTarget) -> None:
     (death,) = headers["x-death"]
     assert (message.body, message.delivery.routing_key) == (b"expire me", dlq)
     assert {k: v for k, v in death.items() if k != "time"} == {
-        "count": 1, "reason": "expired", "queue": delay, "exchange": "", "routing-keys": [delay],
-    }  # fmt: skip
+        "count": 1,
+        "reason": "expired",
+        "queue": delay,
+        "exchange": "",
+        "routing-keys": [delay],
+    }
     assert {k: v for k, v in headers.items() if not k.startswith("x-")} == HEADERS
     for key, value in HEADERS.items():
         assert type(headers[key]) is type(value), key
@@ -138,8 +157,9 @@ async def run_session(broker: ClientTarget) -> None:
     channel = await connection.channel()
     with pytest.raises(aiormq.exceptions.ChannelPreconditionFailed) as err:
         await channel.basic_publish(b"x", routing_key=work, properties=Basic.Properties(user_id="mallory"))
-    assert err.value.args == ("PRECONDITION_FAILED - user_id property set to 'mallory' but authenticated user was "
-                              "'guest'",)  # fmt: skip
+    assert err.value.args == (
+        "PRECONDITION_FAILED - user_id property set to 'mallory' but authenticated user was 'guest'",
+    )
     channel = await connection.channel()
     await channel.basic_publish(b"keep", routing_key=work)
     with pytest.raises(aiormq.exceptions.ChannelPreconditionFailed) as err:

@@ -82,14 +82,19 @@ def test_kombu_producer_consumer_and_retry_loop(broker: ClientTarget) -> None:
     tasks = Exchange(broker.exchange("tasks"), type="topic", durable=False)
     retry_x = Exchange(broker.exchange("retry"), type="fanout", durable=False)
     work = Queue(
-        broker.name("work"), tasks, routing_key="task.#", durable=False,
+        broker.name("work"),
+        tasks,
+        routing_key="task.#",
+        durable=False,
         queue_arguments={"x-dead-letter-exchange": retry_x.name},  # keeps the routing key: back to work later
         binding_arguments={"x-note": "kombu"},
-    )  # fmt: skip
+    )
     retry = Queue(
-        broker.name("retry-q"), retry_x, durable=False,
+        broker.name("retry-q"),
+        retry_x,
+        durable=False,
         queue_arguments={"x-message-ttl": TTL_MS, "x-dead-letter-exchange": tasks.name},
-    )  # fmt: skip
+    )
     parked = Queue(broker.name("parked"), tasks, routing_key="parked", durable=False)
 
     with connect(broker) as conn:

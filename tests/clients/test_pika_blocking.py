@@ -50,9 +50,18 @@ def props(**extra: Any) -> pika.BasicProperties:
 def assert_props(got: pika.BasicProperties, *, headers: dict[str, Any] | None = None) -> None:
     want = props()
     for name in (
-        "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id", "reply_to",
-        "message_id", "timestamp", "type", "user_id", "app_id",
-    ):  # fmt: skip
+        "content_type",
+        "content_encoding",
+        "delivery_mode",
+        "priority",
+        "correlation_id",
+        "reply_to",
+        "message_id",
+        "timestamp",
+        "type",
+        "user_id",
+        "app_id",
+    ):
         assert getattr(got, name) == getattr(want, name), name
     assert got.headers == (HEADERS if headers is None else headers)
     # wire types survive: "I" decodes to int, "l" to pika's long, "t" to bool, "D" to Decimal, "T" to datetime
@@ -101,7 +110,11 @@ def test_pika_blocking_session(broker: ClientTarget) -> None:
     # basic.get, nack with requeue -> redelivered; properties and headers come back with their types
     method, got, body = ch.basic_get(work)
     assert (body, method.exchange, method.routing_key, method.redelivered, method.message_count) == (
-        b'{"id": 1}', events, "order.created", False, 0
+        b'{"id": 1}',
+        events,
+        "order.created",
+        False,
+        0,
     )
     assert_props(got)
     ch.basic_nack(method.delivery_tag, requeue=True)
@@ -111,12 +124,21 @@ def test_pika_blocking_session(broker: ClientTarget) -> None:
     # reject without requeue -> dead-lettered (reason rejected) to the DLX with the original routing key
     ch.basic_reject(method.delivery_tag, requeue=False)
     method, got, body = broker.eventually(lambda: get(ch, dead), "the rejected message in the DLQ")
-    assert (body, method.exchange, method.routing_key, method.redelivered) == (b'{"id": 1}', dlx, "order.created", False)
+    assert (body, method.exchange, method.routing_key, method.redelivered) == (
+        b'{"id": 1}',
+        dlx,
+        "order.created",
+        False,
+    )
     (death,) = got.headers["x-death"]
     assert isinstance(death["time"], datetime) and isinstance(death["count"], int)
     assert {k: v for k, v in death.items() if k != "time"} == {
-        "count": 1, "reason": "rejected", "queue": work, "exchange": events, "routing-keys": ["order.created"],
-    }  # fmt: skip
+        "count": 1,
+        "reason": "rejected",
+        "queue": work,
+        "exchange": events,
+        "routing-keys": ["order.created"],
+    }
     assert (got.headers["x-first-death-reason"], got.headers["x-first-death-queue"]) == ("rejected", work)
     # dead-lettering rewrote the headers table: every original value kept its type
     assert_props(got, headers={**HEADERS, **{k: v for k, v in got.headers.items() if k.startswith("x-")}})
@@ -133,9 +155,13 @@ def test_pika_blocking_session(broker: ClientTarget) -> None:
     (death,) = got.headers["x-death"]
     assert (body, got.expiration) == (b"too late", None)
     assert {k: v for k, v in death.items() if k != "time"} == {
-        "count": 1, "reason": "expired", "queue": work, "exchange": events, "routing-keys": ["order.created"],
+        "count": 1,
+        "reason": "expired",
+        "queue": work,
+        "exchange": events,
+        "routing-keys": ["order.created"],
         "original-expiration": str(TTL_MS),
-    }  # fmt: skip
+    }
     ch.basic_ack(method.delivery_tag)
 
     # consume with manual ack and prefetch 2: five messages, two in flight until acked
@@ -158,8 +184,13 @@ def test_pika_blocking_session(broker: ClientTarget) -> None:
     ch.basic_ack(received[2][0])  # (acking before the redelivery arrives races on RabbitMQ: m4 may come first)
     pump(conn, lambda: len(received) == 6)
     assert [(b, r) for _, b, r in received] == [
-        (b"m0", False), (b"m1", False), (b"m2", False), (b"m3", False), (b"m3", True), (b"m4", False)
-    ]  # fmt: skip
+        (b"m0", False),
+        (b"m1", False),
+        (b"m2", False),
+        (b"m3", False),
+        (b"m3", True),
+        (b"m4", False),
+    ]
     ch.basic_ack(received[5][0])
     ch.basic_ack(received[4][0])
     ch.basic_cancel(tag)
@@ -175,9 +206,10 @@ def test_pika_blocking_session(broker: ClientTarget) -> None:
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
         ch2.exchange_declare(events, "direct")  # redeclared with another type
     assert (err.value.reply_code, err.value.reply_text) == (
-        406, f"PRECONDITION_FAILED - inequivalent arg 'type' for exchange '{events}' in vhost '/': "
+        406,
+        f"PRECONDITION_FAILED - inequivalent arg 'type' for exchange '{events}' in vhost '/': "
         "received 'direct' but current is 'topic'",
-    )  # fmt: skip
+    )
 
     conn.close()
     assert conn.is_closed

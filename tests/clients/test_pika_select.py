@@ -83,9 +83,11 @@ class Session:
         assert frame.method.queue == self.work
         self.ch.queue_bind(self.other, self.hdrs, arguments={"x-match": "any", "kind": "invoice", "vip": True})
         self.ch.queue_bind(
-            self.work, self.hdrs, arguments={"x-match": "all", "kind": "order", "region": "eu"},
+            self.work,
+            self.hdrs,
+            arguments={"x-match": "all", "kind": "order", "region": "eu"},
             callback=self.step(self.publish),
-        )  # fmt: skip
+        )
 
     # -- publish with confirms -----------------------------------------------------------------------------
     def publish(self, _frame: Any) -> None:

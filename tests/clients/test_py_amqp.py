@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -65,14 +65,18 @@ def test_py_amqp_session(broker: ClientTarget) -> None:
     # topology: work dead-letters into retry, which expires back into work (x-message-ttl): a retry loop
     ch.exchange_declare(direct, "direct", durable=False, auto_delete=False, arguments={"x-custom": "arg"})
     ok = ch.queue_declare(
-        work, durable=False, auto_delete=False,
+        work,
+        durable=False,
+        auto_delete=False,
         arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": retry, "x-max-length": 50},
-    )  # fmt: skip
+    )
     assert (ok.queue, ok.message_count, ok.consumer_count) == (work, 0, 0)
     ch.queue_declare(
-        retry, durable=False, auto_delete=False,
+        retry,
+        durable=False,
+        auto_delete=False,
         arguments={"x-message-ttl": TTL_MS, "x-dead-letter-exchange": direct, "x-dead-letter-routing-key": "work"},
-    )  # fmt: skip
+    )
     ch.queue_bind(work, direct, "work", arguments={"x-bind": 1})
 
     # publish with confirms (py-amqp waits for each ack); mandatory and unroutable: returned, then acked
@@ -85,8 +89,11 @@ def test_py_amqp_session(broker: ClientTarget) -> None:
     msg = ch.basic_get(work)
     assert msg is not None and msg.body == "hello"  # py-amqp decodes the body by its content_encoding
     assert {k: msg.delivery_info[k] for k in ("exchange", "routing_key", "redelivered", "message_count")} == {
-        "exchange": direct, "routing_key": "work", "redelivered": False, "message_count": 0,
-    }  # fmt: skip
+        "exchange": direct,
+        "routing_key": "work",
+        "redelivered": False,
+        "message_count": 0,
+    }
     assert {k: msg.properties[k] for k in PROPS} == PROPS
     assert msg.headers == HEADERS
     for key, value in HEADERS.items():
@@ -95,7 +102,8 @@ def test_py_amqp_session(broker: ClientTarget) -> None:
     msg = ch.basic_get(work)
     assert (msg.body, msg.delivery_info["redelivered"]) == ("hello", True)
 
-    # the retry loop: reject without requeue (py-amqp has no basic_nack) -> retry queue -> TTL -> back to work, x-death counting the rounds
+    # the retry loop: reject without requeue (py-amqp has no basic_nack) -> retry queue -> TTL -> back to work,
+    # with x-death counting the rounds
     for round_ in (1, 2):
         ch.basic_reject(msg.delivery_tag, requeue=False)
         broker.expire()
@@ -139,9 +147,10 @@ def test_py_amqp_session(broker: ClientTarget) -> None:
     with pytest.raises(amqp.exceptions.PreconditionFailed) as err:
         ch.queue_declare(work, durable=True)
     assert (err.value.reply_code, err.value.reply_text) == (
-        406, f"PRECONDITION_FAILED - inequivalent arg 'durable' for queue '{work}' in vhost '/': received 'true' "
+        406,
+        f"PRECONDITION_FAILED - inequivalent arg 'durable' for queue '{work}' in vhost '/': received 'true' "
         "but current is 'false'",
-    )  # fmt: skip
+    )
 
     ch = conn.channel()
     ch.queue_delete(work)
@@ -150,27 +159,19 @@ def test_py_amqp_session(broker: ClientTarget) -> None:
     assert not conn.connected
 
 
-def test_py_amqp_64_bit_int_header(broker: ClientTarget, request: pytest.FixtureRequest) -> None:
+def test_py_amqp_64_bit_int_header(broker: ClientTarget) -> None:
     """py-amqp (so kombu and Celery) writes every int beyond 32 bits as field type ``L``. RabbitMQ takes it:
     delivers the client's bytes unchanged, matches it in headers-exchange bindings, and re-encodes it as a
     signed ``l`` when dead-lettering rewrites the headers (checked against 3.10.8)."""
-    if broker.is_fake:
-        request.applymarker(
-            pytest.mark.xfail(
-                raises=(amqp.exceptions.AMQPNotImplementedError, amqp.exceptions.InternalError),
-                strict=True,
-                reason="fakerabbit bug: fakerabbit.broker.fields does not decode field type 'L': a queue.bind "
-                "with an 'L' argument gets 540 NOT_IMPLEMENTED, a basic.publish with an 'L' header 541 "
-                "INTERNAL_ERROR (both connection errors)",
-            )
-        )
     hx, matched, work, dlq = broker.exchange("hx"), broker.name("matched"), broker.name("work"), broker.name("dlq")
     conn = connect(broker)
     ch = conn.channel()
     ch.exchange_declare(hx, "headers", auto_delete=False)
     ch.queue_declare(matched, auto_delete=False)
     ch.queue_declare(dlq, auto_delete=False)
-    ch.queue_declare(work, auto_delete=False, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+    ch.queue_declare(
+        work, auto_delete=False, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq}
+    )
     ch.queue_bind(matched, hx, arguments={"x-match": "all", "sent_at_ms": 1_700_000_000_000})
     headers = {"sent_at_ms": 1_700_000_000_000, "offset": -(2**40)}
     ch.basic_publish(amqp.Message(b"big", application_headers=headers), "", work)
