@@ -34,11 +34,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fakerabbit.broker.broker import Broker  # noqa: E402
-from fakerabbit.broker.fields import table_from_python  # noqa: E402
-from fakerabbit.broker.properties import build_properties  # noqa: E402
-from fakerabbit.broker.session import Session  # noqa: E402
-from fakerabbit.clock import VirtualClock  # noqa: E402
+from fakerabbit.broker.broker import Broker
+from fakerabbit.broker.fields import table_from_python
+from fakerabbit.broker.properties import build_properties
+from fakerabbit.broker.session import Session
+from fakerabbit.clock import VirtualClock
 
 BODY = b"x" * 100
 TTL_MS = 300_000  # longer than the spread publishing takes (one virtual millisecond per message)
@@ -148,8 +148,10 @@ def main() -> None:
     opts = parser.parse_args()
     n = opts.n or (20_000 if opts.quick else 100_000)
     rounds = 1 if opts.quick else 3
-    print(f"fakerabbit expiry benchmark: {n:,} messages of {len(BODY)} bytes, TTL {TTL_MS // 1000} s, "
-          f"dead-lettered into another queue; best of {rounds}; Python {sys.version.split()[0]}")
+    print(
+        f"fakerabbit expiry benchmark: {n:,} messages of {len(BODY)} bytes, TTL {TTL_MS // 1000} s, "
+        f"dead-lettered into another queue; best of {rounds}; Python {sys.version.split()[0]}"
+    )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average when starting: {load:.2f} on {os.cpu_count()} CPUs (timings assume an otherwise idle machine)")
     print()
@@ -161,7 +163,9 @@ def main() -> None:
         print(f"{label:<40} {s:>9.3f} {n / s:>12,.0f}  {verdict}")
     if opts.amqp:
         s = bench_amqp(n)
-        print(f"{'advance through the server (pika)':<40} {s:>9.3f} {n / s:>12,.0f}  {'ok' if s < GOAL_S else 'MISSED'}")
+        print(
+            f"{'advance through the server (pika)':<40} {s:>9.3f} {n / s:>12,.0f}  {'ok' if s < GOAL_S else 'MISSED'}"
+        )
     print()
     for events in (True, False):
         queued, dead = bench_memory(n, events)

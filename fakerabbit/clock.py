@@ -76,11 +76,22 @@ real_monotonic: Callable[[], float] = _capture_monotonic()
 _realtime: Callable[[], float] = _capture_realtime()
 
 
+_hatch: Any = None  # time_machine.escape_hatch, once time-machine is imported
+
+
 def real_time() -> float:
     """Seconds since the Unix epoch, as the machine's clock says (ignores freezegun and time-machine)."""
-    time_machine = sys.modules.get("time_machine")
-    hatch = getattr(time_machine, "escape_hatch", None)
-    if hatch is not None and hatch.is_travelling():
+    global _hatch
+    hatch = _hatch
+    if hatch is None:
+        # Looked up until time-machine is imported, then kept: this runs for every timestamp the broker takes.
+        time_machine = sys.modules.get("time_machine")
+        if time_machine is None:
+            return _realtime()
+        hatch = _hatch = getattr(time_machine, "escape_hatch", None)
+        if hatch is None:
+            return _realtime()
+    if hatch.is_travelling():
         return float(hatch.time.time())
     return _realtime()
 

@@ -258,9 +258,7 @@ def _equal(a: Any, b: Any) -> bool:
     if isinstance(a, int | float) and isinstance(b, int | float):
         return a == b
     if isinstance(a, tuple | list) and isinstance(b, tuple | list):
-        return (
-            type(a) is type(b) and len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
-        )
+        return type(a) is type(b) and len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
     return _exact(a, b)
 
 
@@ -515,9 +513,7 @@ def validate_new_queue(
     rs = errors.rs_queue(name, vhost)
     dlx = args.get("x-dead-letter-exchange")
     if dlx is not None and dlx[0] != "S":
-        raise errors.PreconditionFailed(
-            f"invalid type '{type_name(dlx[0])}' for arg 'x-dead-letter-exchange' in {rs}"
-        )
+        raise errors.PreconditionFailed(f"invalid type '{type_name(dlx[0])}' for arg 'x-dead-letter-exchange' in {rs}")
     qt_field = args.get("x-queue-type")
     if qt_field is not None:
         err = _check_queue_type(qt_field, args)
@@ -541,9 +537,7 @@ def validate_new_queue(
     foreign = known.difference(own)
     for key in args:
         if key in foreign:
-            raise errors.PreconditionFailed(
-                f"invalid arg '{key}' for {rs} of queue type rabbit_{queue_type}_queue"
-            )
+            raise errors.PreconditionFailed(f"invalid arg '{key}' for {rs} of queue type rabbit_{queue_type}_queue")
     if not profile.transient_nonexclusive_queues and not durable and not exclusive:
         raise errors.InternalError(TRANSIENT_NONEXCL_TEXT)
     if queue_type == "quorum":
@@ -605,8 +599,7 @@ def validate_new_exchange(name: str, vhost: str, args: Table) -> None:
     ae = args.get("alternate-exchange")
     if ae is not None and ae[0] != "S":
         raise errors.PreconditionFailed(
-            f"invalid type '{type_name(ae[0])}' for arg 'alternate-exchange' in "
-            f"{errors.rs_exchange(name, vhost)}"
+            f"invalid type '{type_name(ae[0])}' for arg 'alternate-exchange' in {errors.rs_exchange(name, vhost)}"
         )
 
 

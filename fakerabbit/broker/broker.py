@@ -34,6 +34,9 @@ class ConnectionInfo:
     close: Callable[[int, str], None] | None = None
     drop: Callable[[], None] | None = None
     blocked: Callable[[bool, str], None] | None = None
+    #: Names of the exclusive queues this connection declared, in order (kept by the vhost): closing the
+    #: connection deletes them without scanning every queue.
+    exclusive_queues: dict[str, None] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -110,8 +113,11 @@ class Broker:
         conn.sessions.clear()
         v = self.vhosts.get(conn.vhost)
         if v is not None:
-            for q in [q for q in v.queues.values() if q.exclusive_owner == conn.id]:
-                v.delete_queue(q)
+            for name in list(conn.exclusive_queues):
+                q = v.queues.get(name)
+                if q is not None and q.exclusive_owner == conn.id:
+                    v.delete_queue(q)
+        conn.exclusive_queues.clear()
         self.events.emit("connection-closed", None, connection=conn.id)
 
     # -- policies -------------------------------------------------------------------------------------------

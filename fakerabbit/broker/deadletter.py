@@ -17,7 +17,7 @@ Spec sections C-G of ``shared/spec/rabbitmq-behaviour.md``. Two implementations,
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker.fields import Field, Table
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["DeadLetters", "deaths_from_header"]
 
 
-def _subtract(keys: list[str], remove: list[str]) -> list[str]:
+def _subtract(keys: Sequence[str], remove: Sequence[str]) -> list[str]:
     """Erlang ``--``: removes the first occurrence of each element of ``remove``."""
     out = list(keys)
     for r in remove:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from fakerabbit.broker.message import Message
@@ -21,25 +21,78 @@ class Event:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-class EventLog:
-    """A bounded log of :class:`Event` (the newest ``maxlen`` are kept)."""
+class EventKind:
+    """A kind of event with a fixed set of detail names, for :meth:`EventLog.record` on the hot path.
 
-    def __init__(self, now_ms: Any, maxlen: int = 100_000) -> None:
+    ``EventKind("published", "exchange", "routing_key")`` is made once, at import; each record then stores
+    only the values, in a tuple. A tuple value reads back as a list (``queues``).
+    """
+
+    __slots__ = ("kind", "names")
+
+    def __init__(self, kind: str, *names: str) -> None:
+        self.kind = kind
+        self.names = names
+
+    def __repr__(self) -> str:
+        return f"EventKind({self.kind!r}, {', '.join(map(repr, self.names))})"
+
+
+PUBLISHED: Final = EventKind("published", "exchange", "routing_key")
+ROUTED: Final = EventKind("routed", "queues")
+DELIVERED: Final = EventKind("delivered", "queue", "consumer_tag", "delivery_tag")
+DELIVERED_GET: Final = EventKind("delivered", "queue", "delivery_tag")
+ACKED: Final = EventKind("acked", "queue")
+
+# A stored record is a plain tuple (kind or EventKind, time_ms, message_id, details dict or values tuple): no
+# Event, and with record() no dict, is built until the log is read. Tuples of strings and ints are untracked by
+# the garbage collector, so a full ring of 100,000 records costs it nothing.
+_Record = tuple[Any, int, int | None, Any]
+
+
+def _event(r: _Record) -> Event:
+    kind, time_ms, message_id, details = r
+    if type(kind) is EventKind:
+        return Event(
+            kind.kind,
+            time_ms,
+            message_id,
+            {n: list(v) if type(v) is tuple else v for n, v in zip(kind.names, details, strict=True)},
+        )
+    return Event(kind, time_ms, message_id, details)
+
+
+class EventLog:
+    """A bounded log of :class:`Event` (the newest ``maxlen`` are kept).
+
+    :meth:`emit` takes details as keywords; :meth:`record` is the cheaper form for the per-message events
+    (publish, route, deliver, ack), with an :class:`EventKind` and positional values. Both store tuples that
+    become :class:`Event` objects only when the log is read (:meth:`snapshot`, iteration). ``enabled = False``
+    turns recording off; callers that would compute a detail value only for the log can test it first.
+    """
+
+    __slots__ = ("_events", "_now_ms", "enabled")
+
+    def __init__(self, now_ms: Callable[[], int], maxlen: int = 100_000) -> None:
         self._now_ms = now_ms
-        # Plain tuples, turned into Event objects only when read: emitting is on the hot path (expiring
-        # 100,000 messages into a dead-letter queue emits 200,000 events).
-        self._events: deque[tuple[str, int, int | None, dict[str, Any]]] = deque(maxlen=maxlen)
+        # Emitting is on the hot path (expiring 100,000 messages into a dead-letter queue emits 200,000 events).
+        self._events: deque[_Record] = deque(maxlen=maxlen)
         self.enabled = True
 
     def emit(self, kind: str, msg: Message | None, **details: Any) -> None:
         if self.enabled:
             self._events.append((kind, self._now_ms(), msg.id if msg is not None else None, details))
 
+    def record(self, kind: EventKind, message_id: int | None, *values: Any) -> None:
+        """Record an event of ``kind`` whose details are ``values``, in the order of ``kind.names``."""
+        if self.enabled:
+            self._events.append((kind, self._now_ms(), message_id, values))
+
     def clear(self) -> None:
         self._events.clear()
 
     def snapshot(self) -> list[Event]:
-        return [Event(*e) for e in self._events]
+        return [_event(r) for r in self._events]
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.snapshot())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -172,7 +173,7 @@ class Exchange:
         k = b.key()
         return any(x.key() == k for x in self._by_key.get(b.routing_key, ()))
 
-    def match(self, routing_keys: list[str], headers: Table | None) -> list[Binding]:
+    def match(self, routing_keys: Sequence[str], headers: Table | None) -> list[Binding]:
         """Bindings of this exchange that the message matches (duplicates possible)."""
         t = self.type
         if t == ExchangeType.FANOUT:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.fields import Field, Table, type_name
@@ -23,6 +24,11 @@ class Death:
     original_expiration: str | None = None
 
 
+#: What ``bcc`` and ``deaths`` hold until a message has BCC keys or a death history: one shared empty tuple, so
+#: a plain message carries no empty containers (fewer objects for the memory and the garbage collector).
+_NONE: Final[tuple[()]] = ()
+
+
 def _header_routes(headers: Table | None, name: str) -> list[str]:
     if not headers or name not in headers:
         return []
@@ -38,6 +44,9 @@ class Message:
     ``exchange`` and ``routing_keys`` are what the message was last published or dead-lettered with:
     ``routing_keys[0]`` is the routing key; CC and BCC keys follow. ``bcc`` remembers the BCC keys (stripped from
     the headers at publish) so that x-death ``routing-keys`` can leave them out.
+
+    ``routing_keys`` is a tuple, and ``bcc`` and ``deaths`` are sequences that are replaced, never changed in
+    place: a message is on the hot path of every publish, and a million of them may be queued at once.
     """
 
     __slots__ = (
@@ -55,20 +64,20 @@ class Message:
     def __init__(
         self,
         exchange: str,
-        routing_keys: list[str],
+        routing_keys: Sequence[str],
         props: RawProperties,
         body: bytes,
         *,
-        bcc: list[str] | None = None,
+        bcc: Sequence[str] | None = None,
         ttl_ms: int | None = None,
         msg_id: int = 0,
     ) -> None:
         self.exchange = exchange
-        self.routing_keys = routing_keys
-        self.bcc = bcc or []
+        self.routing_keys: tuple[str, ...] = tuple(routing_keys)  # no copy when it is a tuple already
+        self.bcc: Sequence[str] = bcc or _NONE
         self.props = props
         self.body = body
-        self.deaths: list[Death] = []
+        self.deaths: Sequence[Death] = _NONE
         self.first_death: tuple[str, str, str] | None = None  # (reason, queue, exchange)
         self.ttl_ms = ttl_ms
         self.id = msg_id
@@ -86,12 +95,14 @@ class Message:
     ) -> Message:
         """Build a message from a ``basic.publish``: read CC/BCC, strip BCC from the headers."""
         headers = props.headers
+        if not headers:
+            return cls(exchange, (routing_key,), props, body, ttl_ms=ttl_ms, msg_id=msg_id)
         cc = _header_routes(headers, "CC")
         bcc = _header_routes(headers, "BCC")
-        if headers is not None and "BCC" in headers:
+        if "BCC" in headers:
             stripped = {k: v for k, v in headers.items() if k != "BCC"}
             props = props.replace(headers=stripped)
-        return cls(exchange, [routing_key, *cc, *bcc], props, body, bcc=bcc, ttl_ms=ttl_ms, msg_id=msg_id)
+        return cls(exchange, (routing_key, *cc, *bcc), props, body, bcc=bcc, ttl_ms=ttl_ms, msg_id=msg_id)
 
     @property
     def routing_key(self) -> str:

@@ -117,9 +117,7 @@ _OPERATOR_KEYS_312: Final = frozenset(
 )
 _OPERATOR_KEYS_313: Final = _OPERATOR_KEYS_312 | {"queue-version", "overflow"}
 
-_HA_KEYS: Final = frozenset(
-    {"ha-mode", "ha-params", "ha-sync-mode", "ha-promote-on-shutdown", "ha-promote-on-failure"}
-)
+_HA_KEYS: Final = frozenset({"ha-mode", "ha-params", "ha-sync-mode", "ha-promote-on-shutdown", "ha-promote-on-failure"})
 _UNSUPPORTED_CLASSIC: Final = frozenset(
     {
         "delivery-limit",

@@ -13,6 +13,12 @@ The broker stores :class:`RawProperties` and delivers ``.raw`` unchanged. It fin
 the first time a property is read, then decodes single values on demand. When it must change the headers or
 the expiration (dead-lettering, CC/BCC stripping) it uses :meth:`RawProperties.replace`, which copies every
 other property's bytes unchanged.
+
+Every publish reads its block more than once (the protocol layer validates it, the broker then reads
+expiration, user-id, reply-to and the headers), and a test suite tends to send the same few blocks over and
+over. So the layout (where each value starts: a tuple, shared by every block of the same shape) and the
+decoded headers table of recently seen small blocks are kept in module-level caches keyed by the block's
+bytes: a block is scanned and its headers decoded once, not once per read and per message.
 """
 
 from __future__ import annotations
@@ -100,7 +106,7 @@ class _Unset(enum.Enum):
 UNSET: Final = _Unset.UNSET
 
 
-def _scan(raw: bytes) -> list[int]:
+def _scan(raw: bytes) -> tuple[int, ...]:
     """Offsets where each property's encoded value starts (-1 if absent); validates the layout."""
     size = len(raw)
     if size < 2:
@@ -138,7 +144,53 @@ def _scan(raw: bytes) -> list[int]:
                 raise PropertiesError(f"truncated content header: {PROPERTY_NAMES[i]} runs past the end")
     if pos != size:
         raise PropertiesError(f"malformed content header: {size - pos} unexpected bytes after the properties")
+    return tuple(starts)
+
+
+#: Blocks up to this size are cached (larger ones, with big headers tables, are scanned per object).
+_CACHE_BLOCK_MAX = 512
+#: Entries per cache; a full cache is emptied (a test suite's working set is far smaller).
+_CACHE_ENTRIES = 4096
+_ABSENT: Final = (-1,) * _N
+#: raw block -> layout (offsets where each value starts, -1 if absent); only valid blocks get in
+_layouts: dict[bytes, tuple[int, ...]] = {EMPTY_PROPERTIES: _ABSENT}
+#: layout -> the same layout: blocks of the same shape (same properties, same lengths) share one tuple
+_shapes: dict[tuple[int, ...], tuple[int, ...]] = {_ABSENT: _ABSENT}
+#: raw block -> its decoded headers table (shared and read-only, like :attr:`RawProperties.headers`)
+_tables: dict[bytes, Table] = {}
+
+
+def _layout_of(raw: bytes) -> tuple[int, ...]:
+    """:func:`_scan`, cached for small blocks."""
+    starts = _layouts.get(raw)
+    if starts is not None:
+        return starts
+    starts = _scan(raw)
+    if len(raw) <= _CACHE_BLOCK_MAX:
+        if len(_layouts) >= _CACHE_ENTRIES:
+            _layouts.clear()
+            _layouts[EMPTY_PROPERTIES] = _ABSENT
+        if len(_shapes) >= _CACHE_ENTRIES:
+            _shapes.clear()
+        starts = _shapes.setdefault(starts, starts)
+        _layouts[raw] = starts
     return starts
+
+
+def _decode_headers(raw: bytes, start: int) -> Table:
+    """The headers table at ``start`` (cached for small blocks); raises :class:`PropertiesError`."""
+    table = _tables.get(raw)
+    if table is not None:
+        return table
+    try:
+        table = decode_table(raw, start)[0]
+    except FieldError as exc:
+        raise PropertiesError(f"invalid headers table: {exc}") from None
+    if len(raw) <= _CACHE_BLOCK_MAX:
+        if len(_tables) >= _CACHE_ENTRIES:
+            _tables.clear()
+        _tables[raw] = table
+    return table
 
 
 def _encode_shortstr(name: str, value: object) -> bytes:
@@ -202,7 +254,7 @@ class RawProperties:
     __slots__ = ("_headers", "_headers_decoded", "_starts", "raw")
 
     raw: bytes
-    _starts: list[int] | None
+    _starts: tuple[int, ...] | None
     _headers: Table | None
     _headers_decoded: bool
 
@@ -223,16 +275,16 @@ class RawProperties:
     def __hash__(self) -> int:
         return hash(self.raw)
 
-    def _layout(self) -> list[int]:
+    def _layout(self) -> tuple[int, ...]:
         starts = self._starts
         if starts is None:
-            starts = self._starts = _scan(self.raw)
+            starts = self._starts = _layout_of(self.raw)
         return starts
 
     def _start(self, index: int) -> int:
         starts = self._starts
         if starts is None:
-            starts = self._starts = _scan(self.raw)
+            starts = self._starts = _layout_of(self.raw)
         return starts[index]
 
     def _shortstr(self, index: int) -> str | None:
@@ -257,10 +309,7 @@ class RawProperties:
         if not self._headers_decoded:
             start = self._start(_HEADERS)
             if start >= 0:
-                try:
-                    self._headers = decode_table(self.raw, start)[0]
-                except FieldError as exc:
-                    raise PropertiesError(f"invalid headers table: {exc}") from None
+                self._headers = _decode_headers(self.raw, start)
             self._headers_decoded = True
         return self._headers
 

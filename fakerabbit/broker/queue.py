@@ -264,8 +264,8 @@ class Queue:
             self._qq_rejecting = True
         dropped = (s.max_length is not None or s.max_length_bytes is not None) and self._drop_over_limit()
         if self.ready_count == 1 or dropped or len(levels) > 1:
-            # The head (may have) changed. TTL-4/TTL-6: an already-due message expires at once only if it is (or becomes)
-            # the head; otherwise (re)arm the head's timer.
+            # The head (may have) changed. TTL-4/TTL-6: an already-due message expires at once only if it is
+            # (or becomes) the head; otherwise (re)arm the head's timer.
             self._expire_head()
             self._schedule_ttl()
         return True

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.arguments import parse_expiration
+from fakerabbit.broker.events import DELIVERED, DELIVERED_GET, PUBLISHED, ROUTED
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.properties import RawProperties
@@ -168,13 +169,15 @@ class Session:
         self._route(msg, exchange, mandatory, seq)
 
     def _route(self, msg: Message, exchange: str, mandatory: bool, seq: int) -> None:
-        self.broker.events.emit("published", msg, exchange=exchange, routing_key=msg.routing_key)
+        events = self.broker.events
+        events.record(PUBLISHED, msg.id, exchange, msg.routing_key)
         if exchange == "" and msg.routing_key.startswith(REPLY_TO + "."):
             self._direct_reply(msg, mandatory, seq)
             return
         x = self.vhost.exchanges.get(exchange)
         queues = self.vhost.route(x, msg) if x is not None else []
-        self.broker.events.emit("routed", msg, queues=[q.name for q in queues])
+        if events.enabled:
+            events.record(ROUTED, msg.id, tuple([q.name for q in queues]))
         accepted = True
         for q in queues:
             if not q.publish(msg):
@@ -308,7 +311,7 @@ class Session:
             self.unacked_bytes += e.msg.size
         props = self._delivery_props(q, e)
         msg = e.msg
-        self.broker.events.emit("delivered", msg, queue=q.name, consumer_tag=c.tag, delivery_tag=tag)
+        self.broker.events.record(DELIVERED, msg.id, q.name, c.tag, tag)
         self.sink.send_deliver(c.tag, tag, e.redelivered, msg.exchange, msg.routing_key, props, msg.body)
 
     def _delivery_props(self, q: Queue, e: Entry) -> bytes:
@@ -331,7 +334,7 @@ class Session:
             self.global_unacked += 1
             self.unacked_bytes += e.msg.size
         msg = e.msg
-        self.broker.events.emit("delivered", msg, queue=q.name, delivery_tag=tag)
+        self.broker.events.record(DELIVERED_GET, msg.id, q.name, tag)
         return GetResult(
             tag,
             e.redelivered,

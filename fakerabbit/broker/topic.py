@@ -14,6 +14,7 @@ next bind or unbind.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Generic, TypeVar
 
 __all__ = ["TopicTrie"]
@@ -114,7 +115,7 @@ class TopicTrie(Generic[B]):
             node = parent
         return True
 
-    def match(self, keys: list[str]) -> list[B]:
+    def match(self, keys: Sequence[str]) -> list[B]:
         if len(keys) == 1:
             key = keys[0]
             hit = self._cache.get(key)

@@ -305,6 +305,8 @@ class Vhost:
             settings=QueueSettings(),
         )
         self.queues[name] = q
+        if q.exclusive_owner is not None and conn is not None:
+            conn.exclusive_queues[name] = None
         self._apply_policies(q)
         self.exchanges[""]  # the default exchange binds every queue implicitly
         self.broker.events.emit("queue-declared", None, queue=name)
@@ -317,6 +319,10 @@ class Vhost:
             return 0
         count = q.ready_count
         del self.queues[q.name]
+        if q.exclusive_owner is not None:
+            owner = self.broker.connections.get(q.exclusive_owner)
+            if owner is not None:
+                owner.exclusive_queues.pop(q.name, None)
         for x in list(self.exchanges.values()):
             if x.remove_destination("queue", q.name):
                 self._maybe_auto_delete(x)
@@ -349,6 +355,14 @@ class Vhost:
     # -- routing --------------------------------------------------------------------------------------------
     def route(self, x: Exchange, msg: Message) -> list[Queue]:
         """Queues the message goes to, each once, following exchange-to-exchange bindings and alternates."""
+        if x.name == "":  # the default exchange: each routing key names a queue (no bindings, no alternate)
+            queues = self.queues
+            direct: dict[str, Queue] = {}
+            for key in msg.routing_keys:
+                q = queues.get(key)
+                if q is not None and key not in direct:
+                    direct[key] = q
+            return list(direct.values())
         found: dict[str, Queue] = {}
         seen: set[str] = set()
         stack = [x]
@@ -412,20 +426,16 @@ class Vhost:
                 )
             return
         dlrk = queue.settings.dead_letter_routing_key
+        # (bound once: expiring a big queue runs this loop for every message)
+        make_copy, is_cycle = broker.dead_letters.make_copy, broker.dead_letters.is_cycle
+        emit, route = broker.events.emit, self.route
         for m in msgs:
-            new = broker.dead_letters.make_copy(m, queue.name, reason, dlx, dlrk)
-            targets = self.route(x, new)
-            broker.events.emit(
-                "dead-lettered",
-                m,
-                queue=queue.name,
-                reason=reason,
-                exchange=dlx,
-                queues=[t.name for t in targets],
-            )
+            new = make_copy(m, queue.name, reason, dlx, dlrk)
+            targets = route(x, new)
+            emit("dead-lettered", m, queue=queue.name, reason=reason, exchange=dlx, queues=[t.name for t in targets])
             for t in targets:
-                if broker.dead_letters.is_cycle(new, t.name, reason):
-                    broker.events.emit("dropped", new, queue=t.name, reason=reason, why="dead-letter cycle")
+                if is_cycle(new, t.name, reason):
+                    emit("dropped", new, queue=t.name, reason=reason, why="dead-letter cycle")
                     continue
                 t.publish(new, dead_lettered=True)
 

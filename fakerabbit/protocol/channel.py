@@ -34,6 +34,14 @@ if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
 
 _PUBLISH_IDS = (60, 40)
+_SHORTCUT_METHODS = (
+    commands.Basic.Get,
+    commands.Basic.Consume,
+    commands.Queue.Delete,
+    commands.Queue.Purge,
+    commands.Queue.Bind,
+    commands.Queue.Unbind,
+)
 _CONTENT_METHODS = (commands.Basic.Publish, commands.Basic.Return, commands.Basic.Deliver, commands.Basic.GetOk)
 #: RabbitMQ's default max_message_size: 128 MiB up to 3.13, 16 MiB from 4.0.
 _MAX_MESSAGE_SIZE_3 = 134217728
@@ -81,13 +89,14 @@ class ChannelHandler:
         return self.state == "closing"
 
     # -- frames in ------------------------------------------------------------------------------------------
-    def handle_frame(self, ftype: int, payload: bytes) -> None:
+    def handle_frame(self, ftype: int, payload: bytes) -> Callable[[], None] | None:
+        """Assemble a frame (errors here are the reader's); a complete method comes back as the channel's work,
+        for the connection to run when the reader is done with its input (see AMQPConnection._process)."""
         if ftype == framing.FRAME_METHOD:
-            self._method_frame(payload)
-        elif ftype == framing.FRAME_HEADER:
-            self._header_frame(payload)
-        else:
-            self._body_frame(payload)
+            return self._method_frame(payload)
+        if ftype == framing.FRAME_HEADER:
+            return self._header_frame(payload)
+        return self._body_frame(payload)
 
     def _expected(self) -> errors.AMQPError:
         if self._asm == "header":
@@ -98,7 +107,7 @@ class ChannelHandler:
             return errors.UnexpectedFrame("expected content body, got non content body frame instead").at(self._ids)
         return errors.UnexpectedFrame("expected method frame, got non method frame instead")
 
-    def _method_frame(self, payload: bytes) -> None:
+    def _method_frame(self, payload: bytes) -> Callable[[], None] | None:
         if self._asm != "method":
             raise self._expected()
         cls = framing.method_class(payload)
@@ -113,12 +122,17 @@ class ChannelHandler:
             if exc.kind == "utf8":
                 raise errors.FrameError("Malformed UTF-8 in shortstr") from None
             raise errors.FrameError(f"cannot decode {erl_write(args, pretty=False)}").at(ids) from None
+        if self.state == "closing" and isinstance(method, commands.Channel.CloseOk):
+            # rabbit_reader's post_process_frame: the reader forgets the channel at once, so a frame that follows
+            # in the same chunk (typically a channel.open reusing the number) goes to a new channel.
+            self.conn.channel_gone(self.number)
+            return None
         if isinstance(method, _CONTENT_METHODS):
             self._asm, self._method, self._ids = "header", method, ids
-            return
-        self._dispatch(method, ids, payload)
+            return None
+        return lambda: self._dispatch(method, ids, payload)
 
-    def _header_frame(self, payload: bytes) -> None:
+    def _header_frame(self, payload: bytes) -> Callable[[], None] | None:
         if self._asm != "header":
             raise self._expected()
         parsed = framing.parse_content_header(payload)
@@ -132,11 +146,11 @@ class ChannelHandler:
             ).at(self._ids)
         self._props, self._body_size, self._remaining = props, body_size, body_size
         if body_size == 0:
-            self._complete()
-        else:
-            self._asm = "body"
+            return self._complete()
+        self._asm = "body"
+        return None
 
-    def _body_frame(self, payload: bytes) -> None:
+    def _body_frame(self, payload: bytes) -> Callable[[], None] | None:
         if self._asm != "body":
             raise self._expected()
         # Like RabbitMQ, only a body that adds up exactly completes the message; too many octets leave the
@@ -144,19 +158,20 @@ class ChannelHandler:
         self._remaining -= len(payload)
         if self._remaining == 0:
             self._body.append(payload)
-            self._complete()
-        elif self._remaining > 0 and self._body_size <= self._max_message_size:
+            return self._complete()
+        if self._remaining > 0 and self._body_size <= self._max_message_size:
             self._body.append(payload)
         else:
             self._body = []
+        return None
 
-    def _complete(self) -> None:
+    def _complete(self) -> Callable[[], None]:
         method, props, ids = self._method, self._props, self._ids
         body = b"".join(self._body) if len(self._body) != 1 else self._body[0]
         size = self._body_size
         self._asm, self._method, self._props, self._body, self._body_size = "method", None, b"", [], 0
         assert method is not None
-        self._dispatch(method, ids, b"", (props, body, size))
+        return lambda: self._dispatch(method, ids, b"", (props, body, size))
 
     def _dispatch(
         self, method: base.Frame, ids: tuple[int, int], payload: bytes, content: tuple[bytes, bytes, int] | None = None
@@ -168,6 +183,11 @@ class ChannelHandler:
             elif isinstance(method, commands.Channel.Close):
                 self.send(commands.Channel.CloseOk())
             return
+        if isinstance(method, _SHORTCUT_METHODS) and not method.queue:
+            # rabbit_channel expands the "" shortcut before it looks at the channel's state
+            if self._session is None or not self._session.last_queue:
+                self.close_with(errors.NotFound("no previously declared queue"), ids)
+                return
         if self.state == "starting":
             if not isinstance(method, commands.Channel.Open):
                 raise errors.ChannelError("expected 'channel.open'").at(ids)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pamqp import base, commands
@@ -57,6 +58,9 @@ HANDSHAKE_TIMEOUT = 10.0
 #: A peer that sends nothing for this many heartbeat intervals is dropped (no close frame), as RabbitMQ 3.10.8
 #: drops a client that stops talking right after connection.open (rabbit_heartbeat checks once an interval).
 HEARTBEAT_TIMEOUT_INTERVALS = 3
+#: Content queued for one connection within one event is handed to the transport once it reaches this many
+#: bytes, so that the transport's pause_writing (TCP back-pressure) stops further deliveries before the event ends.
+OUT_FLUSH_BYTES = 65536
 
 #: Reply codes recorded as problems: the client broke the protocol (501-505) or asked for something the fake
 #: does not do (540 NOT_IMPLEMENTED, 541 INTERNAL_ERROR).
@@ -121,10 +125,6 @@ def _parse_amqplain(response: bytes) -> tuple[str, str] | None:
     return str(login[1]), str(password[1])
 
 
-class _Silent(Exception):
-    """The connection is to be closed without a close frame after the silent-close delay."""
-
-
 class AMQPConnection(asyncio.Protocol):
     """asyncio protocol speaking AMQP 0-9-1 to one client."""
 
@@ -145,6 +145,7 @@ class AMQPConnection(asyncio.Protocol):
         self.client_properties: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         self._out: list[bytes] = []
+        self._out_bytes = 0  # content bytes in _out (see OUT_FLUSH_BYTES)
         #: No more input is read (a fatal error or the silent-close delay is running).
         self.stopped = False
         #: The socket is gone (or going): nothing more is written.
@@ -155,6 +156,10 @@ class AMQPConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self.peer = ""
         self.write_paused = False
+        # channel methods waiting for the reader to finish the current chunk of input
+        self._pending: list[tuple[ChannelHandler, Callable[[], None]]] = []
+        self._channel_failure: errors.AMQPError | None = None
+        self._dead_channels: set[int] = set()
         # publisher flow control (rabbit_reader's #throttle{})
         self.should_block = False
         self.blocked = False
@@ -234,11 +239,17 @@ class AMQPConnection(asyncio.Protocol):
             return
         self._out.extend(parts)
         self.server.dirty.add(self)
+        # A basic.consume or resume_writing can dispatch a whole backlog in one event: without this, all of it
+        # would sit in _out (and then in the transport's buffer) before write_paused could ever be set.
+        self._out_bytes += sum(map(len, parts))
+        if self._out_bytes >= OUT_FLUSH_BYTES:
+            self.flush()
 
     def send(self, channel: int, method: base.Frame) -> None:
         self.write(framing.encode_method(channel, method))
 
     def flush(self) -> None:
+        self._out_bytes = 0
         if self._out and self.transport is not None and not self.closed:
             data = b"".join(self._out)
             self._out.clear()
@@ -290,31 +301,71 @@ class AMQPConnection(asyncio.Protocol):
         return True
 
     def _process(self) -> None:
+        """Handle every complete frame in the buffer, as RabbitMQ's reader handles one chunk of input.
+
+        The reader parses and assembles frames itself (framing errors, channel 0, content assembly, channel
+        counting) while channel methods run in the channel processes: they are collected here and run after the
+        reader's work on the chunk (or before a channel-0 method). So an error the reader finds wins over a hard
+        error a channel raises for an earlier frame of the same chunk; the channel's replies and soft errors
+        still go out first, as RabbitMQ's channels finish their mailboxes before the connection closes.
+        """
+        failure: errors.AMQPError | None = None
+        fatal: str | None = None
         while not self.stopped and not self.closed and not self.blocked:
             try:
                 frame = self.reader.next_frame()
             except framing.FrameTooLarge as exc:
                 too_large: erlfmt.Term = (Atom("frame_too_large"), exc.size, exc.limit)
-                self._fatal_frame_error(erlfmt.frame_error_text(exc.type, b"", too_large))
-                return
+                fatal = erlfmt.frame_error_text(exc.type, b"", too_large)
+                break
             except framing.BadFrameEnd as exc:
                 bad_end: erlfmt.Term = (Atom("invalid_frame_end_marker"), exc.end)
-                self._fatal_frame_error(erlfmt.frame_error_text(exc.type, exc.payload, bad_end))
-                return
+                fatal = erlfmt.frame_error_text(exc.type, exc.payload, bad_end)
+                break
             if frame is None:
-                return
+                break
             try:
                 self._handle_frame(frame)
             except framing.UnknownMethod as exc:
+                self._pending.clear()
                 self._crash(str(exc))
-            except _Silent as exc:
-                self._silent_close(str(exc))
+                return
             except errors.AMQPError as exc:
-                self.handle_exception(exc)
+                failure = exc
+                break
             except Exception as exc:  # never let a bug take the broker down
                 log.exception("internal error handling a frame")
                 self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
-                self.handle_exception(errors.InternalError(""))
+                failure = errors.InternalError("")
+                break
+        self._flush_pending()
+        channel_failure, self._channel_failure = self._channel_failure, None
+        self._dead_channels.clear()
+        if fatal is not None:
+            self._fatal_frame_error(fatal)
+        elif failure is not None:
+            self.handle_exception(failure)
+        elif channel_failure is not None:
+            self.handle_exception(channel_failure)
+
+    def _flush_pending(self) -> None:
+        """Run the channel methods the reader handed on (see :meth:`_process`)."""
+        while self._pending and not self.closed:
+            ch, fn = self._pending.pop(0)
+            if ch.number in self._dead_channels or self.state == "closed":
+                continue
+            try:
+                fn()
+            except errors.AMQPError as exc:  # a hard error: this channel is dead, the connection will close
+                self._dead_channels.add(ch.number)
+                if self._channel_failure is None:
+                    self._channel_failure = exc
+            except Exception as exc:  # never let a bug take the broker down
+                log.exception("internal error handling a channel method")
+                self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+                self._dead_channels.add(ch.number)
+                if self._channel_failure is None:
+                    self._channel_failure = errors.InternalError("")
 
     def _handshake_timeout(self) -> None:
         self._timer = None
@@ -433,7 +484,9 @@ class AMQPConnection(asyncio.Protocol):
                     f"channel_max ({self.channel_max})"
                 )
             ch = self.channels[channel] = ChannelHandler(self, channel)
-        ch.handle_frame(ftype, payload)
+        deferred = ch.handle_frame(ftype, payload)
+        if deferred is not None:
+            self._pending.append((ch, deferred))
         if ftype != framing.FRAME_METHOD and not self.closed:
             self.publish_received()
 
@@ -450,6 +503,7 @@ class AMQPConnection(asyncio.Protocol):
             if exc.kind == "utf8":
                 raise errors.FrameError("Malformed UTF-8 in shortstr").at(ids) from None
             raise errors.InternalError("") from None
+        self._flush_pending()  # the channels get through what they were sent before this
         try:
             self._connection_method(method)
         except errors.AMQPError as exc:

@@ -40,7 +40,11 @@ def inequivalent(q: str, key: str, received: str, current: str) -> tuple[int, st
         ({"x-max-length": -1, "x-expires": 0}, "x-expires", "{value_zero,0}"),
         ({"x-overflow": "foo", "x-message-ttl": -1}, "x-message-ttl", "{value_negative,-1}"),
         ({"x-max-priority": 300, "x-max-length-bytes": -2}, "x-max-length-bytes", "{value_negative,-2}"),
-        ({"x-overflow": 7, "x-dead-letter-routing-key": 1}, "x-dead-letter-routing-key", "{unacceptable_type,signedint}"),
+        (
+            {"x-overflow": 7, "x-dead-letter-routing-key": 1},
+            "x-dead-letter-routing-key",
+            "{unacceptable_type,signedint}",
+        ),
     ],
 )
 def test_n1_validators_run_in_fixed_order(
@@ -221,7 +225,9 @@ def test_eq1_exclusive_queue_of_another_connection_is_locked(broker: Target, con
     conn.channel().queue_declare(q, exclusive=True, arguments={"x-message-ttl": 10})
     other = broker.connect()
     try:
-        code, text = channel_error(lambda: other.channel().queue_declare(q, durable=True, arguments={"x-message-ttl": 20}))
+        code, text = channel_error(
+            lambda: other.channel().queue_declare(q, durable=True, arguments={"x-message-ttl": 20})
+        )
     finally:
         other.close()
     assert (code, text) == (
@@ -257,7 +263,13 @@ def test_eq1_arguments_in_type_order(broker: Target, ch: BlockingChannel) -> Non
     ("old", "new", "key", "received", "current"),
     [
         ({"x-message-ttl": 10}, {"x-message-ttl": 20}, "x-message-ttl", "'20'", "'10'"),
-        ({"x-overflow": "drop-head"}, {"x-overflow": "reject-publish"}, "x-overflow", "'reject-publish'", "'drop-head'"),
+        (
+            {"x-overflow": "drop-head"},
+            {"x-overflow": "reject-publish"},
+            "x-overflow",
+            "'reject-publish'",
+            "'drop-head'",
+        ),
         ({}, {"x-max-length": 5}, "x-max-length", "the value '5' of type 'signedint'", "none"),
         ({"x-max-length": 5}, {}, "x-max-length", "none", "the value '5' of type 'signedint'"),
         ({}, {"x-dead-letter-exchange": "foo"}, "x-dead-letter-exchange", "the value 'foo' of type 'longstr'", "none"),

@@ -179,9 +179,7 @@ def test_ml3_max_length_zero_drops_everything_without_consumer(broker: Target, c
     assert ready(ch, q) == 0
 
 
-def test_ml3_max_length_zero_still_delivers_to_waiting_consumer(
-    broker: Target, conn: pika.BlockingConnection
-) -> None:
+def test_ml3_max_length_zero_still_delivers_to_waiting_consumer(broker: Target, conn: pika.BlockingConnection) -> None:
     q = broker.name()
     ch = confirmed(conn.channel())
     ch.queue_declare(q, arguments={"x-max-length": 0})

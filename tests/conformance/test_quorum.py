@@ -115,7 +115,7 @@ def test_dlim2_no_default_limit_before_4(broker: Target, ch: BlockingChannel) ->
     q, dlq = with_dlq(broker, ch, qtype="quorum")
     ch.basic_publish("", q, b"m")
     returns(broker, ch, q, 25)
-    m, _, body = get(broker, ch, q, auto_ack=True)
+    _, _, body = get(broker, ch, q, auto_ack=True)
     assert body == b"m"
     assert ready(ch, dlq) == 0
 
@@ -196,7 +196,7 @@ def test_dlim4_header_from_first_delivery_in_3x(broker: Target, ch: BlockingChan
     ch.basic_publish("", q, b"m", pika.BasicProperties(headers={"app": "x"}))
     seen = returns(broker, ch, q, 2, "reject") + returns(broker, ch, q, 1, "nack")
     m, p, _ = get(broker, ch, q, auto_ack=True)
-    assert seen + [p.headers["x-delivery-count"]] == [0, 1, 2, 3]
+    assert [*seen, p.headers["x-delivery-count"]] == [0, 1, 2, 3]
     assert p.headers["app"] == "x"
     assert m.redelivered is True
 
@@ -206,8 +206,8 @@ def test_dlim4_header_absent_on_first_delivery_in_313(broker: Target, ch: Blocki
     q = quorum(broker, ch)
     ch.basic_publish("", q, b"m")
     seen = returns(broker, ch, q, 2) + returns(broker, ch, q, 1, "nack")
-    m, p, _ = get(broker, ch, q, auto_ack=True)
-    assert seen + [p.headers["x-delivery-count"]] == [None, 1, 2, 3]
+    _, p, _ = get(broker, ch, q, auto_ack=True)
+    assert [*seen, p.headers["x-delivery-count"]] == [None, 1, 2, 3]
 
 
 @pytest.mark.rabbitmq_version("4.0")
@@ -215,8 +215,8 @@ def test_dlim4_header_counts_acquisitions_in_40(broker: Target, ch: BlockingChan
     q = quorum(broker, ch)
     ch.basic_publish("", q, b"m")
     seen = returns(broker, ch, q, 1, "nack") + returns(broker, ch, q, 1, "reject")
-    m, p, _ = get(broker, ch, q, auto_ack=True)
-    assert seen + [p.headers["x-delivery-count"]] == [None, 1, 2]
+    _, p, _ = get(broker, ch, q, auto_ack=True)
+    assert [*seen, p.headers["x-delivery-count"]] == [None, 1, 2]
     assert "x-acquired-count" not in p.headers
 
 

@@ -156,9 +156,7 @@ def test_ttl3_lowering_the_ttl_keeps_the_old_expiry(broker: Target, ch: Blocking
 # -- TTL-4: classic queues expire only at the head, but never deliver an expired message ---------------------
 
 
-def test_ttl4_expired_message_behind_head_is_counted_but_never_delivered(
-    broker: Target, ch: BlockingChannel
-) -> None:
+def test_ttl4_expired_message_behind_head_is_counted_but_never_delivered(broker: Target, ch: BlockingChannel) -> None:
     q = broker.name()
     confirmed(ch)
     ch.queue_declare(q)
@@ -344,7 +342,7 @@ def test_ttl7_ttl_starts_at_commit(broker: Target, ch: BlockingChannel) -> None:
     ch.basic_publish("", q, b"m", P(expiration="100"))
     broker.advance(0.2)  # longer than the TTL, but not yet committed
     ch.tx_commit()
-    m, _, body = ch.basic_get(q, auto_ack=True)
+    _, _, body = ch.basic_get(q, auto_ack=True)
     assert body == b"m"
     ch.basic_publish("", q, b"n", P(expiration="100"))
     ch.tx_commit()

@@ -57,7 +57,7 @@ def test_legacy_first_death_layout_and_sorted_headers() -> None:
         ("original-expiration", ("S", "100")),
     ]
     assert new.props.expiration is None
-    assert (new.exchange, new.routing_keys) == ("dlx", ["dl"])
+    assert (new.exchange, new.routing_keys) == ("dlx", ("dl",))
 
 
 def test_legacy_second_death_sorted_entry_and_reversal() -> None:

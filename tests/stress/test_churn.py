@@ -1,0 +1,172 @@
+"""Churn: 5,000 connect/close cycles against one FakeRabbit must not leak file descriptors, memory or state.
+
+A cycle is a raw-socket session whose frames are sent in one go (the broker handles them one by one, exactly as if
+they came in separate packets), so the 5,000 cycles take seconds, not minutes. Three kinds, interleaved:
+
+* clean (8 in 10): handshake, connection.close, wait for close-ok, close the socket;
+* killed with state (1 in 10): handshake, a channel, an exclusive queue, a consumer, a publish; once the
+  delivery arrives (so the broker holds an unacked message, a consumer and an exclusive queue for this
+  connection) the socket is reset (SO_LINGER 0);
+* killed during the handshake (1 in 10): protocol header and start-ok only, then a reset.
+
+After a warm-up, the process's open descriptors (``/proc/self/fd``: the test's and the broker's sockets) and the
+memory allocated since the warm-up and still alive (tracemalloc, all threads) must not grow beyond a small bound.
+The broker's event log is switched off: it is a bounded ring buffer (100,000 events) that would otherwise fill with
+two events per connection and be measured as growth.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+import struct
+import time
+import tracemalloc
+from collections.abc import Iterator
+
+import pytest
+from pika import spec
+
+from fakerabbit import FakeRabbit
+from tests.conformance.rawamqp import HEADER, RawAMQP, body_frame, header_frame, method_frame
+
+CYCLES = 5000
+WARMUP = 500
+IN_FLIGHT = 20
+#: Allowed growth after the warm-up. A leak of one socket per 1,000 cycles, or of 200 bytes per connection,
+#: would exceed these.
+FD_SLACK = 4
+MEMORY_SLACK = 600_000
+
+pytestmark = pytest.mark.timeout(120)
+
+START_OK = method_frame(
+    0,
+    spec.Connection.StartOk(
+        client_properties={"product": "churn"}, mechanism="PLAIN", response=b"\x00guest\x00guest", locale="en_US"
+    ),
+)
+TUNE_OK = method_frame(0, spec.Connection.TuneOk(channel_max=2047, frame_max=131072, heartbeat=0))
+OPEN = method_frame(0, spec.Connection.Open(virtual_host="/"))
+CLOSE = method_frame(0, spec.Connection.Close(200, "bye", 0, 0))
+HANDSHAKE = HEADER + START_OK + TUNE_OK + OPEN
+
+
+def with_state(i: int) -> bytes:
+    q = f"churn.{i}"
+    return (
+        HANDSHAKE
+        + method_frame(1, spec.Channel.Open())
+        + method_frame(1, spec.Queue.Declare(queue=q, exclusive=True))
+        + method_frame(1, spec.Basic.Consume(queue=q, consumer_tag="c"))
+        + method_frame(1, spec.Basic.Publish(exchange="", routing_key=q))
+        + header_frame(1, 5)
+        + body_frame(1, b"hello")
+    )
+
+
+def reset(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+class Cycle:
+    """One connection in flight: what was sent and what it waits for."""
+
+    def __init__(self, url: str, i: int) -> None:
+        self.c = RawAMQP.socket_to(url)
+        self.kind = "handshake" if i % 10 == 5 else "state" if i % 10 == 9 else "clean"
+        if self.kind == "clean":
+            self.c.send(HANDSHAKE + CLOSE)
+        elif self.kind == "state":
+            self.c.send(with_state(i))
+        else:
+            self.c.send(HEADER + START_OK)
+
+    def finish(self) -> None:
+        c = self.c
+        if self.kind == "clean":
+            c.wait("Connection.CloseOk")
+            assert c.seen[-1].name == "Connection.CloseOk", c.seen[-1:]
+            c.sock.close()
+        elif self.kind == "state":
+            c.wait("Basic.Deliver")
+            assert c.seen[-1].name == "Basic.Deliver", c.seen[-1:]
+            reset(c.sock)
+        else:
+            c.wait("Connection.Tune")
+            reset(c.sock)
+
+
+def run_cycles(url: str, first: int, count: int) -> None:
+    pending: list[Cycle] = []
+    for i in range(first, first + count):
+        pending.append(Cycle(url, i))
+        if len(pending) == IN_FLIGHT:
+            for cycle in pending:
+                cycle.finish()
+            pending.clear()
+    for cycle in pending:
+        cycle.finish()
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def settled(rabbit: FakeRabbit, timeout: float = 5.0) -> tuple[int, int, int]:
+    """Wait until the broker has let go of every connection; (server connections, broker connections, queues)."""
+    deadline = time.monotonic() + timeout
+
+    def counts() -> tuple[int, int, int]:
+        return len(rabbit.server.connections), len(rabbit.broker.connections), len(rabbit.broker.vhosts["/"].queues)
+
+    while True:
+        got = rabbit.call(counts)
+        if got == (0, 0, 0) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def tracing() -> Iterator[None]:
+    yield
+    if tracemalloc.is_tracing():
+        tracemalloc.stop()
+
+
+def test_5000_connect_close_cycles_leak_nothing(rabbit: FakeRabbit, tracing: None) -> None:
+    rabbit.broker.events.enabled = False
+    t0 = time.monotonic()
+    run_cycles(rabbit.url, 0, WARMUP)
+    assert settled(rabbit) == (0, 0, 0)
+    gc.collect()
+    fds_before, rss_before = open_fds(), rss_kib()
+    tracemalloc.start()
+    base, _ = tracemalloc.get_traced_memory()
+
+    run_cycles(rabbit.url, WARMUP, CYCLES - WARMUP)
+
+    assert settled(rabbit) == (0, 0, 0)
+    gc.collect()
+    grown = tracemalloc.get_traced_memory()[0] - base
+    top = tracemalloc.take_snapshot().statistics("lineno")[:5]
+    tracemalloc.stop()
+    fds_after, rss_after = open_fds(), rss_kib()
+    print(
+        f"\nchurn: {CYCLES} cycles in {time.monotonic() - t0:.1f} s; fds {fds_before} -> {fds_after}; "
+        f"traced memory +{grown} B; RSS {rss_before} -> {rss_after} KiB"
+    )
+    assert fds_after - fds_before <= FD_SLACK
+    assert grown <= MEMORY_SLACK, [str(s) for s in top]
+    assert rabbit.problems == []
+    assert rabbit.connections() == []
