@@ -67,7 +67,7 @@ class Target:
         return proc_cpu_s(self.pid)
 
 
-_serve_flags: list[str] | None = None
+_serve_flags: dict[str, list[str]] = {}
 # uvloop's transports are not subclasses of asyncio.Transport, and AMQPConnection.connection_made asserts that
 # they are (docs/performance.md lists it): for the measurement only, the connection module sees a copy of asyncio
 # whose Transport is ``object``.
@@ -88,28 +88,52 @@ def have_uvloop() -> bool:
     return subprocess.run([sys.executable, "-c", "import uvloop"], capture_output=True, check=False).returncode == 0
 
 
-def serve_flags() -> list[str]:
+def serve_flags(env: dict[str, str] | None = None) -> list[str]:
     """Extra ``serve`` flags: the management HTTP API is switched off when the CLI has it (it would bind 15672)."""
-    global _serve_flags
-    if _serve_flags is None:
+    key = (env or os.environ).get("PYTHONPATH", "")
+    flags = _serve_flags.get(key)
+    if flags is None:
         out = subprocess.run(
-            [sys.executable, "-m", "fakerabbit", "serve", "--help"], capture_output=True, text=True, check=False
+            [sys.executable, "-m", "fakerabbit", "serve", "--help"],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
         ).stdout
-        _serve_flags = ["--no-management"] if "--no-management" in out else []
-    return _serve_flags
+        flags = _serve_flags[key] = ["--no-management"] if "--no-management" in out else []
+        if "--loop" in out:
+            flags.append("--loop")  # completed by fake_process: asyncio or uvloop
+    return list(flags)
+
+
+#: Extra ``serve`` flags for every fake process (``--serve-args`` of the scripts), e.g. ``--no-events``.
+EXTRA_SERVE_ARGS: list[str] = []
 
 
 @contextlib.contextmanager
-def fake_process(extra_args: tuple[str, ...] = (), *, uvloop: bool = False) -> Iterator[Target]:
+def fake_process(
+    extra_args: tuple[str, ...] = (), *, uvloop: bool = False, tree: str | None = None, name: str | None = None
+) -> Iterator[Target]:
     """``python -m fakerabbit serve --port 0`` in a subprocess; the AMQP URL is parsed from the line it prints
     once it accepts connections. ``info["start_s"]`` is the time from spawn to that line.
 
-    ``uvloop=True`` runs the same CLI with uvloop's event loop policy installed first (what the fake would get if
-    it used uvloop when installed)."""
-    prog = [sys.executable, "-c", UVLOOP_MAIN] if uvloop else [sys.executable, "-m", "fakerabbit"]
-    cmd = [*prog, "serve", "--port", "0", *serve_flags(), *extra_args]
+    ``uvloop=True`` runs it on uvloop's loop, otherwise on asyncio's: with ``serve --loop`` where the CLI has it
+    (it picks uvloop by itself when installed), else by installing uvloop's policy first (older trees).
+
+    ``tree`` runs the fakerabbit package found in that directory instead (e.g. a ``git worktree`` of an older
+    commit), to compare two versions under the same load."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, env.get("PYTHONPATH")) if p)
+    flags = serve_flags(env)
+    if "--loop" in flags:
+        flags = [f for f in flags if f != "--loop"] + ["--loop", "uvloop" if uvloop else "asyncio"]
+        prog = [sys.executable, "-m", "fakerabbit"]
+    else:
+        prog = [sys.executable, "-c", UVLOOP_MAIN] if uvloop else [sys.executable, "-m", "fakerabbit"]
+    cmd = [*prog, "serve", "--port", "0", *flags, *EXTRA_SERVE_ARGS, *extra_args]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     url = None
     lines = []
@@ -127,7 +151,7 @@ def fake_process(extra_args: tuple[str, ...] = (), *, uvloop: bool = False) -> I
         err = proc.stderr.read() if proc.stderr else ""
         raise RuntimeError(f"fakerabbit serve did not print its AMQP URL: {lines!r} {err}")
     try:
-        name = "fake-proc-uvloop" if uvloop else "fake-process"
+        name = name or ("fake-proc-uvloop" if uvloop else "fake-process")
         yield Target(name, url, pid=proc.pid, info={"start_s": started})
     finally:
         proc.send_signal(signal.SIGINT)

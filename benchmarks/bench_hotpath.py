@@ -12,6 +12,7 @@ Every figure is ``time.process_time()`` of this process around direct calls into
   into one queue through the default exchange, the GC on, messages accumulating;
 - consume: ``Session.get`` + ``Session.ack`` of those messages; a basic.consume consumer with ack per message;
 - gc: GC-tracked objects and tracemalloc bytes per queued message;
+- gcmode: publish with the GC as CPython sets it, as ``fakerabbit serve`` tunes it, and disabled;
 - topic: publish through a topic exchange with N bindings (one binding matches each key);
 - auth, props, events: the single calls (permission check, property read, event emit);
 - close: open a connection, declare an exclusive queue, close it, with N other queues present; delete a
@@ -190,6 +191,40 @@ def section_gc(n: int) -> None:
         )
 
 
+def section_gc_settings(n: int, reps: int) -> None:
+    """What ``fakerabbit serve``'s GC tuning buys while messages accumulate (``n`` queued per run)."""
+    try:
+        from fakerabbit.cli import GC_GEN0_THRESHOLD
+    except ImportError:
+        GC_GEN0_THRESHOLD = 50_000
+    default = gc.get_threshold()
+    modes = (
+        ("CPython default thresholds", default, False),
+        (f"gc.freeze() + gen0 threshold {GC_GEN0_THRESHOLD:,} (fakerabbit serve)", None, True),
+        ("GC disabled (for reference)", None, False),
+    )
+    for label, threshold, freeze in modes:
+        times = []
+        for _ in range(reps):
+            _b, conn, s = model()
+            declare(s.vhost, conn, "q")
+            gc.collect()
+            if freeze:
+                gc.freeze()
+                gc.set_threshold(GC_GEN0_THRESHOLD, default[1], default[2])
+            elif threshold is None:
+                gc.disable()
+            t0 = time.process_time()
+            for _ in range(n):
+                s.publish("", "q", False, False, EMPTY, BODY_100)
+            times.append((time.process_time() - t0) / n * 1e6)
+            gc.enable()
+            gc.unfreeze()
+            gc.set_threshold(*default)
+            del _b, conn, s
+        row("gcmode", f"publish, {n:,} queued, {label} (us)", statistics.median(times), "us")
+
+
 def section_topic(sizes: list[int], n_pub: int, reps: int) -> None:
     for n in sizes:
         _b, conn, s = model()
@@ -204,7 +239,7 @@ def section_topic(sizes: list[int], n_pub: int, reps: int) -> None:
         m = max(200, min(n_pub, 2_000_000 // n))
         keys = [f"svc{(i * 7919) % n}.k.event" for i in range(m)]
 
-        def run(keys: list[str] = keys) -> int:
+        def run(keys: list[str] = keys, s: Session = s) -> int:
             for k in keys:
                 s.publish("x", k, False, False, EMPTY, BODY_100)
             return len(keys)
@@ -213,7 +248,7 @@ def section_topic(sizes: list[int], n_pub: int, reps: int) -> None:
         x = v.exchanges["x"]
         k1 = ["svc1.k.event"]
 
-        def match(x: Any = x) -> int:
+        def match(x: Any = x, k1: list[str] = k1) -> int:
             for _ in range(10000):
                 x.match(k1, None)
             return 10000
@@ -222,7 +257,7 @@ def section_topic(sizes: list[int], n_pub: int, reps: int) -> None:
 
 
 def section_calls(reps: int) -> None:
-    broker, conn, s = model()
+    broker, _conn, _s = model()
     auth = broker.auth
     auth.set_permissions("limited", "/", configure="^cfg-.*", write="^(pub|amq\\.default)$", read=".*")
 
@@ -265,6 +300,17 @@ def section_calls(reps: int) -> None:
             return 100000
 
         row("events", f"EventLog.emit, {clock_name} clock (us)", cpu_per_op(emits, reps), "us")
+        record = getattr(b.events, "record", None)
+        if record is not None:
+            from fakerabbit.broker.events import ACKED
+
+            def records(record: Any = record, b: Broker = b) -> int:
+                b.events.clear()
+                for _ in range(100000):
+                    record(ACKED, None, "q")
+                return 100000
+
+            row("events", f"EventLog.record, {clock_name} clock (us)", cpu_per_op(records, reps), "us")
 
 
 def section_close(sizes: list[int], reps: int) -> None:
@@ -275,7 +321,7 @@ def section_close(sizes: list[int], reps: int) -> None:
             declare(v, conn, f"q{i}")
         counter = iter(range(10**9))
 
-        def cycle(broker: Broker = broker, v: Any = v) -> int:
+        def cycle(broker: Broker = broker, v: Any = v, counter: Any = counter) -> int:
             for _ in range(200):
                 c = broker.open_connection("guest", "/", client_properties={})
                 declare(v, c, f"ex{next(counter)}", exclusive=True)
@@ -284,8 +330,9 @@ def section_close(sizes: list[int], reps: int) -> None:
 
         row("close", f"open + exclusive queue + close, {n:,} queues present (us)", cpu_per_op(cycle, reps), "us")
     for n in sizes:
+        times: list[float] = []
 
-        def delete(n: int = n) -> int:
+        def delete(n: int = n, times: list[float] = times) -> None:
             _b, conn, s = model()
             v = s.vhost
             exchange(v, conn, "tx", "topic")
@@ -298,11 +345,8 @@ def section_close(sizes: list[int], reps: int) -> None:
             for q in sample:
                 v.delete_queue(q)
             spent = time.process_time() - t0
-            # report through the closure: cpu_per_op measures setup too, so time only the deletes here
-            times.append(spent / len(sample) * 1e6)
-            return 1
+            times.append(spent / len(sample) * 1e6)  # only the deletes are timed, not the set-up
 
-        times: list[float] = []
         for _ in range(reps):
             delete()
         row("close", f"delete a queue bound to a topic exchange, {n:,} bindings (us)", statistics.median(times), "us")
@@ -311,7 +355,7 @@ def section_close(sizes: list[int], reps: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small N, 3 repetitions")
-    ap.add_argument("--only", default="publish,consume,gc,topic,calls,close", help="comma list of sections")
+    ap.add_argument("--only", default="publish,consume,gc,gcmode,topic,calls,close", help="comma list of sections")
     ap.add_argument("--reps", type=int, default=None, help="repetitions per figure (default 5; 3 with --quick)")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
@@ -324,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         section_consume(n, reps)
     if "gc" in only:
         section_gc(n)
+    if "gcmode" in only:
+        section_gc_settings(n * 4, reps)
     if "topic" in only:
         section_topic([100, 1000] if args.quick else [100, 1000, 10000], 2000 if args.quick else 5000, reps)
     if "calls" in only:

@@ -29,6 +29,7 @@ import pika
 from _common import (
     BODY_100,
     DEFAULT_REAL_URL,
+    EXTRA_SERVE_ARGS,
     Target,
     fake_process,
     fake_thread,
@@ -175,7 +176,16 @@ def main(argv: list[str] | None = None) -> int:
         help="comma list of process, thread, real, uvloop (the fake process on uvloop's loop, if importable); "
         "default process,thread,real",
     )
+    ap.add_argument(
+        "--compare-tree",
+        default=None,
+        metavar="DIR",
+        help="also run the fake process from the fakerabbit package in DIR (target fake-base), e.g. a git worktree "
+        "of an older commit: before/after under the same load",
+    )
+    ap.add_argument("--serve-args", default="", help="extra flags for every `fakerabbit serve`, e.g. --no-events")
     args = ap.parse_args(argv)
+    EXTRA_SERVE_ARGS.extend(args.serve_args.split())
     n = args.n or (500 if args.quick else 20000)
     cycles = args.cycles or (10 if args.quick else 200)
     reps = args.reps or (1 if args.quick else 5)
@@ -186,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     real = None if (args.no_real or "real" not in wanted) else real_target(args.real_url)
     with contextlib.ExitStack() as stack:
         targets: list[Target] = []
+        if args.compare_tree:
+            targets.append(stack.enter_context(fake_process(tree=args.compare_tree, name="fake-base")))
         if "process" in wanted:
             targets.append(stack.enter_context(fake_process()))
         if "uvloop" in wanted:
@@ -215,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
     med = {name: {k: median(v) for k, v in d.items()} for name, d in results.items()}
-    names = [t for t in ("fake-process", "fake-proc-uvloop", "fake-thread", "real") if t in med]
+    names = [t for t in ("fake-base", "fake-process", "fake-proc-uvloop", "fake-thread", "real") if t in med]
     headers = ["measure", *names]
     if "real" in med:
         headers += [f"{x} / real" for x in names if x != "real"]
@@ -250,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     if cpus:
         print()
         print("broker CPU of the fake's own process (user+sys from /proc, medians; not inflated by other load):")
-        for name in ("fake-process", "fake-proc-uvloop"):
+        for name in ("fake-base", "fake-process", "fake-proc-uvloop"):
             for k in ("publish", "consume", "confirm", "cycle"):
                 vals = cpus.get(f"{name}:{k}")
                 if vals:

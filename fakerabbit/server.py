@@ -292,8 +292,9 @@ class FakeRabbit(TestingAPI):
                 return loop.call_later(delay, fire)
 
             def unschedule(handle: object) -> None:
-                if isinstance(handle, asyncio.TimerHandle):
-                    handle.cancel()
+                cancel = getattr(handle, "cancel", None)  # asyncio's or uvloop's TimerHandle
+                if cancel is not None:
+                    cancel()
 
             clock.attach_loop(schedule, unschedule)
 

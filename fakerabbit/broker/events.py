@@ -44,21 +44,18 @@ DELIVERED: Final = EventKind("delivered", "queue", "consumer_tag", "delivery_tag
 DELIVERED_GET: Final = EventKind("delivered", "queue", "delivery_tag")
 ACKED: Final = EventKind("acked", "queue")
 
-# A stored record is a plain tuple (kind or EventKind, time_ms, message_id, details dict or values tuple): no
-# Event, and with record() no dict, is built until the log is read. Tuples of strings and ints are untracked by
-# the garbage collector, so a full ring of 100,000 records costs it nothing.
-_Record = tuple[Any, int, int | None, Any]
+# A stored record is a plain tuple: (kind, time_ms, message_id, details dict) from emit(), or (kind, time_ms,
+# message_id, values, names) from record(). No Event, and with record() no dict, is built until the log is read.
+# A record() tuple holds only strings, ints and tuples of them, which the garbage collector stops tracking: a
+# full ring of 100,000 of them costs it nothing.
+_Record = tuple[Any, ...]
 
 
 def _event(r: _Record) -> Event:
-    kind, time_ms, message_id, details = r
-    if type(kind) is EventKind:
-        return Event(
-            kind.kind,
-            time_ms,
-            message_id,
-            {n: list(v) if type(v) is tuple else v for n, v in zip(kind.names, details, strict=True)},
-        )
+    if len(r) == 4:
+        return Event(*r)
+    kind, time_ms, message_id, values, names = r
+    details = {n: list(v) if type(v) is tuple else v for n, v in zip(names, values, strict=True)}
     return Event(kind, time_ms, message_id, details)
 
 
@@ -86,7 +83,7 @@ class EventLog:
     def record(self, kind: EventKind, message_id: int | None, *values: Any) -> None:
         """Record an event of ``kind`` whose details are ``values``, in the order of ``kind.names``."""
         if self.enabled:
-            self._events.append((kind, self._now_ms(), message_id, values))
+            self._events.append((kind.kind, self._now_ms(), message_id, values, kind.names))
 
     def clear(self) -> None:
         self._events.clear()

@@ -170,9 +170,7 @@ def test_delete_bound_queue_through_the_vhost() -> None:
         conn, "tx", "topic", passive=False, durable=False, auto_delete=False, internal=False, arguments={}
     )
     qs = [
-        v.declare_queue(
-            conn, f"q{i}", passive=False, durable=False, exclusive=False, auto_delete=False, arguments={}
-        )
+        v.declare_queue(conn, f"q{i}", passive=False, durable=False, exclusive=False, auto_delete=False, arguments={})
         for i in range(5)
     ]
     for i in range(5):
