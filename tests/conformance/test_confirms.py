@@ -10,7 +10,7 @@ import pika.exceptions
 import pytest
 from pika import spec
 
-from tests.conformance.conftest import Target
+from tests.conformance.conftest import Target, pump
 from tests.conformance.rawamqp import RawAMQP
 
 
@@ -75,7 +75,7 @@ def test_mandatory_without_confirms(broker: Target, conn: Any) -> None:
     ch.add_on_return_callback(lambda c, m, p, b: returned.append((m.reply_code, m.reply_text, b)))
     ch.basic_publish("", "no-queue-by-this-name-z", b"r", mandatory=True)
     ch.basic_publish("amq.fanout", "", b"r2", mandatory=True)
-    conn.process_data_events(time_limit=0.5)
+    pump(conn, lambda: len(returned) >= 2)
     assert returned == [(312, "NO_ROUTE", b"r"), (312, "NO_ROUTE", b"r2")]
 
 
