@@ -254,6 +254,22 @@ def section_topic(sizes: list[int], n_pub: int, reps: int) -> None:
             return 10000
 
         row("topic", f"Exchange.match alone, {n:,} bindings (us)", cpu_per_op(match, reps), "us")
+        fresh = [[f"svc{(i * 7919) % n}.k{i}.event"] for i in range(2000)]  # never routed before: no cached result
+
+        def match_new(x: Any = x, fresh: list[list[str]] = fresh) -> int:
+            trie = getattr(x, "_topic", None)
+            if trie is not None:
+                trie._cache.clear()  # as a bind or unbind does: every key below is routed afresh
+            for k in fresh:
+                x.match(k, None)
+            return len(fresh)
+
+        row(
+            "topic",
+            f"Exchange.match alone, {n:,} bindings, a new key each time (us)",
+            cpu_per_op(match_new, reps),
+            "us",
+        )
 
 
 def section_calls(reps: int) -> None:

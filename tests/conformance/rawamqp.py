@@ -130,7 +130,8 @@ class RawAMQP:
     host: str
     port: int
     sock: socket.socket
-    buf: bytes = b""
+    buf: bytearray = field(default_factory=bytearray)
+    pos: int = 0  # start of unread data in buf
     eof: bool = False
     start: Frame | None = None
     tune: Frame | None = None
@@ -245,6 +246,9 @@ class RawAMQP:
         if not data:
             self.eof = True
             return False
+        if self.pos:
+            del self.buf[: self.pos]
+            self.pos = 0
         self.buf += data
         return True
 
@@ -252,11 +256,12 @@ class RawAMQP:
         """The next frame, or None on timeout or EOF (see :attr:`eof`)."""
         deadline = time.monotonic() + timeout
         while True:
-            if len(self.buf) >= 7:
-                ftype, channel, size = struct.unpack_from(">BHI", self.buf)
-                if len(self.buf) >= size + 8:
-                    raw = self.buf[: size + 8]
-                    self.buf = self.buf[size + 8 :]
+            pos = self.pos
+            if len(self.buf) - pos >= 7:
+                ftype, channel, size = struct.unpack_from(">BHI", self.buf, pos)
+                if len(self.buf) - pos >= size + 8:
+                    raw = bytes(self.buf[pos : pos + size + 8])
+                    self.pos = pos + size + 8
                     assert raw[-1:] == FRAME_END, f"peer sent a bad frame end: {raw!r}"
                     return Frame.parse(ftype, channel, raw[7:-1], raw)
             if not self._fill(deadline):
@@ -267,7 +272,8 @@ class RawAMQP:
         deadline = time.monotonic() + timeout
         while self._fill(deadline):
             pass
-        data, self.buf = self.buf, b""
+        data = bytes(self.buf[self.pos :])
+        self.buf, self.pos = bytearray(), 0
         return data
 
     def wait(self, *names: str, timeout: float = 5.0) -> Frame:
@@ -308,7 +314,7 @@ class RawAMQP:
         while not self.eof:
             if not self._fill(deadline):
                 break
-            self.buf = b""
+            self.buf, self.pos = bytearray(), 0
         return self.eof
 
     def quiet(self, timeout: float = 0.3) -> list[Frame]:

@@ -34,6 +34,8 @@ REAL_URL = os.environ.get("FAKERABBIT_REAL_URL")
 RABBITMQ_CODES = {200, 320, 403, 404, 405, 406, 501, 502, 503, 504, 505, 530, 540, 541}
 PREFIX = f"fz{uuid.uuid4().hex[:6]}"
 EXAMPLES = int(os.environ.get("FAKERABBIT_FUZZ_EXAMPLES", "150"))
+#: Deterministic in CI; set FAKERABBIT_FUZZ_RANDOM=1 (with --hypothesis-seed=N) to explore further.
+DERANDOMIZE = not os.environ.get("FAKERABBIT_FUZZ_RANDOM")
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +220,7 @@ def _comparable(o: Outcome) -> Outcome:
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
-    derandomize=True,
+    derandomize=DERANDOMIZE,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     database=None,
 )

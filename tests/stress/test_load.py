@@ -153,13 +153,13 @@ def kill(client: Client) -> None:
 
 
 @pytest.fixture
-def threaded_rabbit(rabbit: FakeRabbit) -> FakeRabbit:
+def rabbit_without_events(rabbit: FakeRabbit) -> FakeRabbit:
     rabbit.broker.events.enabled = False  # 30,000 messages x 4 events would only measure the event log
     return rabbit
 
 
-async def test_200_connections_x_10_channels_confirms_acks_and_kills(threaded_rabbit: FakeRabbit) -> None:
-    rabbit = threaded_rabbit
+async def test_200_connections_x_10_channels_confirms_acks_and_kills(rabbit_without_events: FakeRabbit) -> None:
+    rabbit = rabbit_without_events
     figures: dict[str, Any] = {}
     t0 = time.monotonic()
     ledger = Ledger()
