@@ -118,6 +118,21 @@ def section_publish(n: int, reps: int) -> None:
 
             row("publish", f"Session.publish, {label}, {clock_name} clock (us)", cpu_per_op(run, reps), "us")
 
+    def run_quiet() -> int:
+        _b, conn, s = model()
+        s.broker.events.enabled = False
+        declare(s.vhost, conn, "q")
+        for _ in range(n):
+            s.publish("", "q", False, False, EMPTY, BODY_100)
+        return n
+
+    row(
+        "publish",
+        "Session.publish, no properties, virtual clock, event log off (us)",
+        cpu_per_op(run_quiet, reps),
+        "us",
+    )
+
 
 def section_consume(n: int, reps: int) -> None:
     def timed_get_ack() -> float:
@@ -373,10 +388,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small N, 3 repetitions")
     ap.add_argument("--only", default="publish,consume,gc,gcmode,topic,calls,close", help="comma list of sections")
     ap.add_argument("--reps", type=int, default=None, help="repetitions per figure (default 5; 3 with --quick)")
+    ap.add_argument("-n", type=int, default=None, help="messages per publish run (default 50000; 5000 with --quick)")
+    ap.add_argument("--bindings", type=int, default=None, help="largest topic binding / queue count (default 10000)")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
     reps = args.reps or (3 if args.quick else 5)
-    n = 5000 if args.quick else 50000
+    n = args.n or (5000 if args.quick else 50000)
+    big = args.bindings or (1000 if args.quick else 10000)
+    sizes = sorted({max(big // 100, 1), max(big // 10, 1), big}) if not args.quick else sorted({max(big // 10, 1), big})
     print(f"python {sys.version.split()[0]}; CPU time per operation, median of {reps}")
     if "publish" in only:
         section_publish(n, reps)
@@ -387,11 +406,11 @@ def main(argv: list[str] | None = None) -> int:
     if "gcmode" in only:
         section_gc_settings(n * 4, reps)
     if "topic" in only:
-        section_topic([100, 1000] if args.quick else [100, 1000, 10000], 2000 if args.quick else 5000, reps)
+        section_topic(sizes, 2000 if args.quick else 5000, reps)
     if "calls" in only:
         section_calls(reps)
     if "close" in only:
-        section_close([100, 1000] if args.quick else [1000, 10000], reps)
+        section_close(sizes[-2:], reps)
     return 0
 
 

@@ -201,7 +201,7 @@ def section_queues(nq: int, small: int) -> None:
         "conn",
         "broker-level open conn + excl. queue + close, queues present",
         "us",
-        note="Broker.close_connection scans all queues",
+        note="O(queues) before the exclusive-queue index",
     )
     grow("reset", "broker reset() with N queues", "ms", ".2f")
     grow("del", "delete a queue bound to a topic exchange, N bindings", "us")

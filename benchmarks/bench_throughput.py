@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 from collections import defaultdict
@@ -178,10 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--compare-tree",
-        default=None,
+        action="append",
+        default=[],
         metavar="DIR",
-        help="also run the fake process from the fakerabbit package in DIR (target fake-base), e.g. a git worktree "
-        "of an older commit: before/after under the same load",
+        help="also run the fake process from the fakerabbit package in DIR (target fake@DIR's name), e.g. a git "
+        "worktree of an older commit: before/after under the same load (repeatable)",
     )
     ap.add_argument("--serve-args", default="", help="extra flags for every `fakerabbit serve`, e.g. --no-events")
     args = ap.parse_args(argv)
@@ -196,8 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     real = None if (args.no_real or "real" not in wanted) else real_target(args.real_url)
     with contextlib.ExitStack() as stack:
         targets: list[Target] = []
-        if args.compare_tree:
-            targets.append(stack.enter_context(fake_process(tree=args.compare_tree, name="fake-base")))
+        for tree in args.compare_tree:
+            name = f"fake@{os.path.basename(os.path.normpath(tree))}"
+            targets.append(stack.enter_context(fake_process(tree=tree, name=name)))
         if "process" in wanted:
             targets.append(stack.enter_context(fake_process()))
         if "uvloop" in wanted:
@@ -227,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
     med = {name: {k: median(v) for k, v in d.items()} for name, d in results.items()}
-    names = [t for t in ("fake-base", "fake-process", "fake-proc-uvloop", "fake-thread", "real") if t in med]
+    names = [t.name for t in targets if t.name in med]
     headers = ["measure", *names]
     if "real" in med:
         headers += [f"{x} / real" for x in names if x != "real"]
@@ -262,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     if cpus:
         print()
         print("broker CPU of the fake's own process (user+sys from /proc, medians; not inflated by other load):")
-        for name in ("fake-base", "fake-process", "fake-proc-uvloop"):
+        for name in [n for n in names if n.startswith("fake") and n != "fake-thread"]:
             for k in ("publish", "consume", "confirm", "cycle"):
                 vals = cpus.get(f"{name}:{k}")
                 if vals:

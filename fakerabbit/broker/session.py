@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from fakerabbit.broker import errors
 from fakerabbit.broker.arguments import parse_expiration
 from fakerabbit.broker.events import DELIVERED, DELIVERED_GET, PUBLISHED, ROUTED
-from fakerabbit.broker.fields import Table
+from fakerabbit.broker.fields import INTEGER_TAGS, Table, type_name
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.properties import RawProperties
 from fakerabbit.broker.queue import Consumer, Entry, Queue
@@ -200,9 +200,10 @@ class Session:
             if mandatory:
                 self.sink.send_return(312, "NO_ROUTE", "", msg.routing_key, msg.props.raw, msg.body)
         else:
-            tag = target.next_tag
-            target.next_tag += 1
-            target.sink.send_deliver(consumer.tag, tag, False, "", msg.routing_key, msg.props.raw, msg.body)
+            # RabbitMQ 3.10 gives a reply the channel's next delivery tag without using it up
+            target.sink.send_deliver(
+                consumer.tag, target.next_tag, False, "", msg.routing_key, msg.props.raw, msg.body
+            )
         if seq:
             self.sink.send_confirm(True, seq, False)
 
@@ -224,7 +225,9 @@ class Session:
         if global_:
             self.global_prefetch = prefetch_count
         else:
+            # rabbit_channel: a per-consumer qos also lifts the channel-wide limit (rabbit_limiter:unlimit_prefetch)
             self.consumer_prefetch = prefetch_count
+            self.global_prefetch = 0
         self._dispatch_all()
 
     def consume(self, queue_name: str, tag: str, no_ack: bool, exclusive: bool, arguments: Table) -> Consumer:
@@ -235,6 +238,17 @@ class Session:
             return self._consume_reply_to(tag, no_ack)
         self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", queue_name)
         q = self.vhost.get_queue(queue_name, self.conn)
+        if "x-stream-offset" in arguments and q.queue_type != "stream":
+            raise errors.PreconditionFailed(
+                f"invalid arg 'x-stream-offset' for {errors.rs_queue(q.name, self.vhost.name)} "
+                f"of queue type rabbit_{q.queue_type}_queue"
+            )
+        prio_field = arguments.get("x-priority")
+        if prio_field is not None and prio_field[0] not in INTEGER_TAGS:
+            raise errors.PreconditionFailed(
+                f"invalid arg 'x-priority' for {errors.rs_queue(q.name, self.vhost.name)}: "
+                f'"expected integer, got {type_name(prio_field[0])}"'
+            )
         if q.is_quorum and self.global_prefetch:
             raise errors.NotImplemented_(f"{errors.rs_queue(q.name, self.vhost.name)} does not support global qos")
         if (exclusive and q.consumers) or any(c.exclusive for c in q.consumers):
@@ -261,7 +275,12 @@ class Session:
             raise errors.PreconditionFailed("reply consumer cannot acknowledge")
         if self.reply_to_token is not None:
             raise errors.PreconditionFailed("reply consumer already set")
-        self.reply_to_token = base64.urlsafe_b64encode(os.urandom(24)).decode()
+        # shaped like RabbitMQ's: base64 of the channel's (Erlang) pid, ".", base64 of a 16-byte key with padding
+        self.reply_to_token = (
+            base64.b64encode(b"\x83X" + os.urandom(28)).decode().replace("/", "_").replace("+", "-")
+            + "."
+            + base64.b64encode(os.urandom(16)).decode().replace("/", "_").replace("+", "-")
+        )
         self.broker.reply_sessions[self.reply_to_token] = self
         pseudo = self.vhost.pseudo_queue(REPLY_TO)
         c = Consumer(

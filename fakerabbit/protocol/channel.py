@@ -183,11 +183,11 @@ class ChannelHandler:
             elif isinstance(method, commands.Channel.Close):
                 self.send(commands.Channel.CloseOk())
             return
-        if isinstance(method, _SHORTCUT_METHODS) and not method.queue:
-            # rabbit_channel expands the "" shortcut before it looks at the channel's state
-            if self._session is None or not self._session.last_queue:
-                self.close_with(errors.NotFound("no previously declared queue"), ids)
-                return
+        # rabbit_channel expands the "" shortcut before it looks at the channel's state
+        no_last_queue = self._session is None or not self._session.last_queue
+        if isinstance(method, _SHORTCUT_METHODS) and not method.queue and no_last_queue:
+            self.close_with(errors.NotFound("no previously declared queue"), ids)
+            return
         if self.state == "starting":
             if not isinstance(method, commands.Channel.Open):
                 raise errors.ChannelError("expected 'channel.open'").at(ids)
@@ -298,11 +298,14 @@ class ChannelHandler:
         if ack:
             self.send(commands.Basic.Ack(delivery_tag, multiple))
         else:
-            self.send(commands.Basic.Nack(delivery_tag, multiple, False))
+            self.send(commands.Basic.Nack(delivery_tag, multiple, True))  # RabbitMQ sets requeue
 
     def send_cancel(self, consumer_tag: str) -> None:
-        # RabbitMQ sends basic.cancel with nowait=true: a client must not answer with cancel-ok
-        self.send(Cancel(consumer_tag, nowait=True))
+        # Only to clients with the consumer_cancel_notify capability, with nowait=true (a client must not
+        # answer with cancel-ok), and after the reply to whatever caused it: RabbitMQ's queue process tells the
+        # channel afterwards (a queue.delete on the consumer's own channel gets delete-ok, then the cancel).
+        if self.conn.capabilities.get("consumer_cancel_notify") is True:
+            self.conn.write_late(framing.encode_method(self.number, Cancel(consumer_tag, nowait=True)))
 
     def send_get(self, method: base.Frame, props: bytes, body: bytes) -> None:
         head = framing.encode_method(self.number, method)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +36,7 @@ from fakerabbit.protocol.codec import (
     encode_connection_start,
 )
 from fakerabbit.protocol.erlfmt import Atom
+from fakerabbit.protocol.handshake import check_tune_ok, parse_amqplain, parse_plain, server_properties
 
 if TYPE_CHECKING:
     from fakerabbit.server import Server
@@ -68,61 +68,6 @@ PROBLEM_CODES = frozenset({501, 502, 503, 504, 505, 540, 541})
 
 _HANDSHAKE_STATES = ("starting", "tuning")
 _CONNECTION_CLASS = 10
-
-
-def server_properties(version: str) -> list[tuple[str, str, Any]]:
-    """``connection.start``'s server-properties in RabbitMQ's wire order, as (key, field type, value)."""
-    major_minor = tuple(int(x) for x in version.split(".")[:2])
-    if major_minor < (3, 13):
-        copyright_, otp = "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.", "25.2.3"
-    elif major_minor < (4, 1):
-        copyright_, otp = "Copyright (c) 2007-2024 Broadcom Inc and/or its subsidiaries", "26.2.5"
-    else:
-        copyright_, otp = "Copyright (c) 2007-2025 Broadcom Inc and/or its subsidiaries", "27.3"
-    capabilities = [
-        "publisher_confirms",
-        "exchange_exchange_bindings",
-        "basic.nack",
-        "consumer_cancel_notify",
-        "connection.blocked",
-        "consumer_priorities",
-        "authentication_failure_close",
-        "per_consumer_qos",
-        "direct_reply_to",
-    ]
-    return [
-        ("capabilities", "F", {name: ("t", True) for name in capabilities}),
-        ("cluster_name", "S", "rabbit@fakerabbit"),
-        ("copyright", "S", copyright_),
-        ("information", "S", "Licensed under the MPL 2.0. Website: https://rabbitmq.com"),
-        ("platform", "S", f"Erlang/OTP {otp}"),
-        ("product", "S", "RabbitMQ"),
-        ("version", "S", version),
-    ]
-
-
-def _parse_plain(response: bytes) -> tuple[str, str] | None:
-    """rabbit_auth_mechanism_plain: exactly ``\\0user\\0password`` (no authorization identity)."""
-    if not response.startswith(b"\x00"):
-        return None
-    parts = response[1:].split(b"\x00")
-    if len(parts) != 2:
-        return None
-    return parts[0].decode("utf-8", "surrogateescape"), parts[1].decode("utf-8", "surrogateescape")
-
-
-def _parse_amqplain(response: bytes) -> tuple[str, str] | None:
-    """rabbit_auth_mechanism_amqplain: a field table without its length prefix holding LOGIN and PASSWORD."""
-    from fakerabbit.broker.fields import FieldError, decode_table
-
-    try:
-        table, _ = decode_table(struct.pack(">I", len(response)) + response)
-    except FieldError:
-        return None
-    login, password = table.get("LOGIN"), table.get("PASSWORD")
-    if login is None or password is None or login[0] != "S" or password[0] != "S":
-        return None
-    return str(login[1]), str(password[1])
 
 
 class AMQPConnection(asyncio.Protocol):
@@ -158,6 +103,8 @@ class AMQPConnection(asyncio.Protocol):
         self.write_paused = False
         # channel methods waiting for the reader to finish the current chunk of input
         self._pending: list[tuple[ChannelHandler, Callable[[], None]]] = []
+        self._late: list[bytes] = []
+        self._closing_channels: list[ChannelHandler] = []
         self._channel_failure: errors.AMQPError | None = None
         self._dead_channels: set[int] = set()
         # publisher flow control (rabbit_reader's #throttle{})
@@ -244,10 +191,19 @@ class AMQPConnection(asyncio.Protocol):
         if self._out_bytes >= OUT_FLUSH_BYTES:
             self.flush()
 
+    def write_late(self, data: bytes) -> None:
+        """Queue a frame to go out after the reply to the method being handled (see :meth:`flush`)."""
+        if not self.closed:
+            self._late.append(data)
+            self.server.dirty.add(self)
+
     def send(self, channel: int, method: base.Frame) -> None:
         self.write(framing.encode_method(channel, method))
 
     def flush(self) -> None:
+        if self._late:
+            self._out.extend(self._late)
+            self._late.clear()
         self._out_bytes = 0
         if self._out and self.transport is not None and not self.closed:
             data = b"".join(self._out)
@@ -340,6 +296,13 @@ class AMQPConnection(asyncio.Protocol):
         self._flush_pending()
         channel_failure, self._channel_failure = self._channel_failure, None
         self._dead_channels.clear()
+        closing, self._closing_channels = self._closing_channels, []
+        if fatal is None and failure is None and channel_failure is None:
+            # rabbit_reader answers channel_closing (then the channel sends close-ok) once it is done with the
+            # chunk; an error in the chunk closes the connection first, and no close-ok goes out
+            for ch in closing:
+                ch.send(commands.Channel.CloseOk())
+                self.channel_gone(ch.number)
         if fatal is not None:
             self._fatal_frame_error(fatal)
         elif failure is not None:
@@ -355,6 +318,9 @@ class AMQPConnection(asyncio.Protocol):
                 continue
             try:
                 fn()
+                if self._late:
+                    self._out.extend(self._late)
+                    self._late.clear()
             except errors.AMQPError as exc:  # a hard error: this channel is dead, the connection will close
                 self._dead_channels.add(ch.number)
                 if self._channel_failure is None:
@@ -536,9 +502,9 @@ class AMQPConnection(asyncio.Protocol):
         mechanism = m.mechanism or ""
         response = m.response if isinstance(m.response, bytes) else str(m.response or "").encode()
         if mechanism == "PLAIN":
-            creds = _parse_plain(response)
+            creds = parse_plain(response)
         elif mechanism == "AMQPLAIN":
-            creds = _parse_amqplain(response)
+            creds = parse_amqplain(response)
         else:
             raise errors.CommandInvalid(f"unknown authentication mechanism '{mechanism}'")
         if creds is None:
@@ -554,17 +520,7 @@ class AMQPConnection(asyncio.Protocol):
 
     def _tune_ok(self, m: commands.Connection.TuneOk) -> None:
         frame_max, channel_max, heartbeat = m.frame_max or 0, m.channel_max or 0, m.heartbeat or 0
-        for field, value, low, high in (
-            ("frame_max", frame_max, framing.FRAME_MIN_SIZE, FRAME_MAX),
-            ("channel_max", channel_max, 1, CHANNEL_MAX),
-        ):
-            if value != 0 and value < low:
-                raise errors.NotAllowed(f"negotiated {field} = {value} is lower than the minimum allowed value ({low})")
-            if value == 0 or value > high:
-                detail = " (no limit)" if field == "channel_max" and value == 0 else ""
-                raise errors.NotAllowed(
-                    f"negotiated {field} = {value}{detail} is higher than the maximum allowed value ({high})"
-                )
+        check_tune_ok(frame_max, channel_max, CHANNEL_MAX, FRAME_MAX)
         self.frame_max, self.channel_max, self.heartbeat = frame_max, channel_max, heartbeat
         self.reader.frame_max = frame_max
         self.state = "opening"
@@ -585,6 +541,10 @@ class AMQPConnection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def channel_closing(self, ch: ChannelHandler) -> None:
+        """A client's channel.close was handled: close-ok goes out when the reader is done (see _process)."""
+        self._closing_channels.append(ch)
 
     def channel_gone(self, number: int) -> None:
         self.channels.pop(number, None)

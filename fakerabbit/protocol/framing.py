@@ -104,13 +104,63 @@ def method_index(payload: bytes) -> int:
     return int(_method_id.unpack_from(payload, 0)[0])
 
 
+class _Extension(base.Frame):
+    """A method RabbitMQ's framing knows and pamqp does not (decoded by fakerabbit's own decoder)."""
+
+
+class AccessRequest(_Extension):
+    """access.request (30.10), deprecated: RabbitMQ answers with access.request-ok, ticket 1."""
+
+    __slots__ = ("realm", "exclusive", "passive", "active", "write", "read")
+    frame_id, index, name = 10, 0x001E000A, "Access.Request"
+    _realm, _exclusive, _passive, _active, _write, _read = "shortstr", "bit", "bit", "bit", "bit", "bit"
+
+
+class AccessRequestOk(_Extension):
+    __slots__ = ("ticket",)
+    frame_id, index, name = 11, 0x001E000B, "Access.RequestOk"
+    _ticket = "short"
+
+
+class BasicCredit(_Extension):
+    """basic.credit (60.200), RabbitMQ's credit-flow extension (used by its AMQP 1.0 plugin)."""
+
+    __slots__ = ("consumer_tag", "credit", "drain")
+    frame_id, index, name = 200, 0x003C00C8, "Basic.Credit"
+    _consumer_tag, _credit, _drain = "shortstr", "long", "bit"
+
+
+class BasicCreditOk(_Extension):
+    __slots__ = ("available",)
+    frame_id, index, name = 201, 0x003C00C9, "Basic.CreditOk"
+    _available = "long"
+
+
+class BasicCreditDrained(_Extension):
+    __slots__ = ("consumer_tag", "credit_drained")
+    frame_id, index, name = 202, 0x003C00CA, "Basic.CreditDrained"
+    _consumer_tag, _credit_drained = "shortstr", "long"
+
+
+EXTENSION_METHODS: dict[int, type[base.Frame]] = {
+    cls.index: cls for cls in (AccessRequest, AccessRequestOk, BasicCredit, BasicCreditOk, BasicCreditDrained)
+}
+#: access.request-ok with ticket 1, as RabbitMQ sends it
+ACCESS_REQUEST_OK = struct.pack(">IH", 0x001E000B, 1)
+
+
 def method_class(payload: bytes) -> type[base.Frame]:
     """The pamqp class for a method frame payload (at least 4 octets); unknown ids raise :class:`UnknownMethod`."""
     index = method_index(payload)
-    cls = commands.INDEX_MAPPING.get(index)
+    cls = commands.INDEX_MAPPING.get(index) or EXTENSION_METHODS.get(index)
     if cls is None:
         raise UnknownMethod(f"unknown method class {index >> 16} method {index & 0xFFFF}")
     return cls
+
+
+def encode_raw_method(channel: int, payload: bytes) -> bytes:
+    """A method frame around an already encoded method payload (class and method ids included)."""
+    return _frame_head.pack(FRAME_METHOD, channel, len(payload)) + payload + b"\xce"
 
 
 def encode_method(channel: int, method: base.Frame) -> bytes:

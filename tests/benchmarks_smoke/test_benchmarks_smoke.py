@@ -25,6 +25,7 @@ CASES = {
         "process,thread",
     ],
     "scale": ["bench_scale.py", "--quick", "--queues", "50", "--messages", "500", "--bindings", "100"],
+    "hotpath": ["bench_hotpath.py", "--quick", "--reps", "1", "-n", "300", "--bindings", "100"],
 }
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from pika import spec
 from pika import data as pika_data
+from pika import spec
 
 HEADER = b"AMQP\x00\x00\x09\x01"
 FRAME_END = b"\xce"

@@ -102,8 +102,18 @@ def test_publish_to_a_missing_exchange_closes_the_channel_without_confirm(broker
 @pytest.mark.parametrize(
     ("first", "second", "ids", "text"),
     [
-        (spec.Tx.Select(), spec.Confirm.Select(), (85, 10), "PRECONDITION_FAILED - cannot switch from tx to confirm mode"),
-        (spec.Confirm.Select(), spec.Tx.Select(), (90, 10), "PRECONDITION_FAILED - cannot switch from confirm to tx mode"),
+        (
+            spec.Tx.Select(),
+            spec.Confirm.Select(),
+            (85, 10),
+            "PRECONDITION_FAILED - cannot switch from tx to confirm mode",
+        ),
+        (
+            spec.Confirm.Select(),
+            spec.Tx.Select(),
+            (90, 10),
+            "PRECONDITION_FAILED - cannot switch from confirm to tx mode",
+        ),
     ],
 )
 def test_confirm_and_tx_do_not_mix(broker: Target, first: Any, second: Any, ids: tuple[int, int], text: str) -> None:
@@ -140,3 +150,19 @@ def test_pika_confirm_delivery_with_many_messages(broker: Target, ch: Any) -> No
     for i in range(200):
         ch.basic_publish("", q, str(i).encode(), pika.BasicProperties(delivery_mode=2))
     assert ch.queue_declare(q, passive=True).method.message_count == 200
+
+
+def test_nack_sets_requeue(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    q = c.rpc(
+        1,
+        spec.Queue.Declare(queue="", exclusive=True, arguments={"x-max-length": 0, "x-overflow": "reject-publish"}),
+        "Queue.DeclareOk",
+    ).method.queue
+    c.rpc(1, spec.Confirm.Select(), "Confirm.SelectOk")
+    c.publish(1, "", q)
+    f = c.wait("Basic.Nack")
+    assert f.name == "Basic.Nack"
+    assert (f.method.delivery_tag, f.method.requeue) == (1, True)
+    c.close()

@@ -205,6 +205,21 @@ def test_consumer_priority(broker: Target, conn: Any) -> None:
     assert (hi, lo) == ([b"0", b"1", b"2", b"3"], [])
 
 
+def test_consumer_priority_must_be_an_integer(broker: Target, conn: Any) -> None:
+    q = broker.name()
+    conn.channel().queue_declare(q)
+    ch = conn.channel()
+    ch.basic_consume(q, lambda *a: None, arguments={"x-priority": 2**40})  # any integer type will do
+    ch = conn.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
+        ch.basic_consume(q, lambda *a: None, arguments={"x-priority": "high"})
+    assert (exc.value.reply_code, exc.value.reply_text) == (
+        406,
+        f"PRECONDITION_FAILED - invalid arg 'x-priority' for queue '{q}' in vhost '/': "
+        '"expected integer, got longstr"',
+    )
+
+
 def test_lower_priority_consumer_gets_messages_when_higher_is_full(broker: Target, conn: Any) -> None:
     q = broker.name()
     ch = conn.channel()
@@ -425,3 +440,107 @@ def test_direct_reply_to_round_trip(broker: Target, conn: Any) -> None:
     server.basic_publish("", props.reply_to, b"pong")
     pump(conn, lambda: replies)
     assert replies == [(b"pong", props.reply_to)]
+
+
+def test_queue_deleted_on_the_consumers_own_channel_replies_first(broker: Target) -> None:
+    q = broker.name()
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.rpc(1, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
+    c.rpc(1, spec.Basic.Consume(queue=q, consumer_tag="own"), "Basic.ConsumeOk")
+    c.send_method(1, spec.Queue.Delete(queue=q))
+    frames = [c.wait("Queue.DeleteOk", "Basic.Cancel") for _ in range(2)]
+    assert [f.name for f in frames] == ["Queue.DeleteOk", "Basic.Cancel"]
+    c.close()
+
+
+def test_no_cancel_notification_without_the_capability(broker: Target) -> None:
+    q = broker.name()
+    c = RawAMQP.connect(broker.url, client_properties={"product": "old client"})
+    c.open_channel(1)
+    c.rpc(1, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
+    c.rpc(1, spec.Basic.Consume(queue=q, consumer_tag="quiet"), "Basic.ConsumeOk")
+    c.rpc(1, spec.Queue.Delete(queue=q), "Queue.DeleteOk")
+    assert c.quiet(0.3) == []
+    c.close()
+
+
+def test_per_consumer_qos_lifts_the_channel_limit(broker: Target, conn: Any) -> None:
+    q1, q2 = broker.name("a"), broker.name("b")
+    pub = conn.channel()
+    fill(pub, q1, 10)
+    fill(pub, q2, 10)
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=3, global_qos=True)
+    ch.basic_qos(prefetch_count=2)  # global=false: also removes the channel-wide 3
+    got: dict[str, list[int]] = {"a": [], "b": []}
+    ch.basic_consume(q1, lambda c, m, p, b: got["a"].append(m.delivery_tag))
+    ch.basic_consume(q2, lambda c, m, p, b: got["b"].append(m.delivery_tag))
+    pump(conn, lambda: len(got["a"]) + len(got["b"]) >= 4)
+    settle(conn)
+    assert (len(got["a"]), len(got["b"])) == (2, 2)
+
+
+def test_replies_reuse_the_next_delivery_tag(broker: Target) -> None:
+    q = broker.name()
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.rpc(1, spec.Basic.Consume(queue="amq.rabbitmq.reply-to", no_ack=True, consumer_tag="rpc"), "Basic.ConsumeOk")
+    c.rpc(1, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
+    c.rpc(1, spec.Confirm.Select(), "Confirm.SelectOk")
+    c.publish(1, "", q, b"request", spec.BasicProperties(reply_to="amq.rabbitmq.reply-to"))
+    c.wait("Basic.Ack")
+    c.rpc(1, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk")
+    reply_to = c.get_message(1).properties.reply_to
+    assert reply_to.startswith("amq.rabbitmq.reply-to.") and reply_to.count(".") == 4
+    tags = []
+    for body in (b"r1", b"r2"):
+        c.publish(1, "", reply_to, body)
+        f = c.wait("Basic.Deliver")
+        tags.append(f.method.delivery_tag)
+        assert c.get_message(1).body == body
+    c.publish(1, "", q, b"normal")
+    c.rpc(1, spec.Basic.Get(queue=q), "Basic.GetOk")
+    # the get above took tag 2; both replies showed 2 before it was used
+    assert tags == [2, 2]
+    c.close()
+
+
+def test_stream_offset_on_a_classic_queue(broker: Target, conn: Any) -> None:
+    q = broker.name()
+    conn.channel().queue_declare(q)
+    ch = conn.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
+        ch.basic_consume(q, lambda *a: None, arguments={"x-stream-offset": "first"})
+    assert (exc.value.reply_code, exc.value.reply_text) == (
+        406,
+        f"PRECONDITION_FAILED - invalid arg 'x-stream-offset' for queue '{q}' in vhost '/' of queue type "
+        "rabbit_classic_queue",
+    )
+
+
+def test_basic_credit_and_access_request(broker: Target) -> None:
+    import struct
+
+    from tests.conformance.rawamqp import frame
+
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.send(frame(1, 1, struct.pack(">HHB", 30, 10, 1) + b"/" + b"\x1f"))  # access.request
+    f = c.read_frame()
+    assert f is not None and f.payload == struct.pack(">HHH", 30, 11, 1)  # access.request-ok, ticket 1
+    c.send(frame(1, 1, struct.pack(">HHB", 60, 200, 2) + b"zz" + struct.pack(">IB", 10, 0)))  # basic.credit
+    close = c.expect_close()
+    assert (close.channel, close.reply_code, close.reply_text, close.class_id, close.method_id) == (
+        1,
+        406,
+        "PRECONDITION_FAILED - unknown consumer tag 'zz'",
+        60,
+        200,
+    )
+    c.close_ok(1)
+    c.open_channel(1)
+    c.send(frame(1, 1, struct.pack(">HHI", 60, 201, 5)))  # basic.credit-ok from a client
+    close = c.expect_close()
+    assert (close.channel, close.reply_code, close.class_id, close.method_id) == (0, 503, 60, 201)
+    c.sock.close()

@@ -220,7 +220,8 @@ def test_alternate_exchange_needs_write_on_it(broker: Target, user: User) -> Non
     conn = user.connect()
     try:
         assert refused(
-            conn, lambda ch: ch.exchange_declare(user.own("x"), "direct", arguments={"alternate-exchange": "amq.fanout"})
+            conn,
+            lambda ch: ch.exchange_declare(user.own("x"), "direct", arguments={"alternate-exchange": "amq.fanout"}),
         ) == denied(user, "exchange", "amq.fanout")
         conn.channel().exchange_declare(user.own("x2"), "direct", arguments={"alternate-exchange": user.own("ae")})
         conn.channel().exchange_delete(user.own("x2"))

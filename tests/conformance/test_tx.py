@@ -113,7 +113,7 @@ def test_pika_tx_commit_and_rollback(broker: Target, ch: Any) -> None:
     ch.tx_rollback()
     ch.basic_publish("", q, b"b", pika.BasicProperties(message_id="2"))
     ch.tx_commit()
-    m, props, body = ch.basic_get(q, auto_ack=True)
+    _, props, body = ch.basic_get(q, auto_ack=True)
     assert (body, props.message_id) == (b"b", "2")
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
         ch.confirm_delivery()

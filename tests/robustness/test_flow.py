@@ -5,7 +5,6 @@ publishers with ``connection.blocked`` and unblocks them below it, as RabbitMQ's
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pika
 import pytest
@@ -119,6 +118,7 @@ def test_pika_sees_blocked_and_unblocked() -> None:
         ch.queue_declare("q")
         for _ in range(6):
             ch.basic_publish("", "q", BODY)
+        assert ch.queue_declare("q", passive=True).method.message_count == 6  # 60 KB: the alarm is on now
         ch.basic_publish("", "q", b"one more")  # this one finds the alarm on
         deadline = time.monotonic() + 5
         while not events and time.monotonic() < deadline:
@@ -167,5 +167,3 @@ def test_blocked_connection_is_not_dropped_for_missed_heartbeats() -> None:
         rabbit.call(lambda: rabbit.server.alarms.set_alarm("memory", False))
         assert pub.wait("Connection.Unblocked").name == "Connection.Unblocked"
         pub.close()
-
-

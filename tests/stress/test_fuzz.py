@@ -150,6 +150,7 @@ UNOPENED_METHODS: list[Any] = [
     spec.Channel.Flow(True),
     spec.Channel.Close(200, "", 0, 0),
     spec.Channel.CloseOk(),
+    spec.Access.Request(realm="/data"),
 ]
 
 
@@ -158,7 +159,8 @@ UNOPENED_METHODS: list[Any] = [
 class Expect:
     """What RabbitMQ does with an input. ``kind``: "close" (connection.close with ``code``, ``text`` as a fragment
     of the reply text, ``ids``; ``exact`` for the whole text), "drop" (TCP closed, no close frame), "reply" (the
-    connection stays up and answers ``reply``), or "any" (any close code of RabbitMQ's, a drop, or nothing)."""
+    connection stays up and answers ``reply``), "alive" (no error at all), or "any" (any close code of
+    RabbitMQ's, a drop, or nothing)."""
 
     kind: str
     code: int | None = None
@@ -211,7 +213,7 @@ def read_outcome(c: RawAMQP, must_end: bool, sync: Callable[[], None] | None) ->
     if sync is not None:
         sync()  # the broker has handled everything sent: what it answered is already on its way
     out = Outcome()
-    deadline = time.monotonic() + (END_TIMEOUT if must_end or sync is None else 0.0)
+    deadline = time.monotonic() + (END_TIMEOUT if must_end else 0.0)
     idle = IDLE if sync is not None else 0.3
     while True:
         f = c.read_frame(max(deadline - time.monotonic(), idle))
@@ -243,6 +245,10 @@ def check_expectation(expect: Expect, out: Outcome) -> None:
             f"expected the TCP connection to drop, got {out.frames[-3:]} eof={out.eof}"
         )
         return
+    if expect.kind == "alive":
+        assert out.close is None and not out.eof, out.frames[-3:]
+        assert "Channel.Close" not in [f.name for f in out.frames], out.frames[-3:]
+        return
     if expect.kind == "reply":
         assert out.close is None and not out.eof, out.frames[-3:]
         assert expect.reply in [f.name for f in out.frames], out.frames[-3:]
@@ -270,6 +276,7 @@ class Env:
         for i in range(KEEP_COUNT):
             self.ch.basic_publish("", KEEP, f"keep-{i}".encode())
         self.keep_bodies = {f"keep-{i}".encode() for i in range(KEEP_COUNT)}
+        self.taken: list[bytes] = []  # what the current example's connection holds unacked
         self.outcomes: Counter[str] = Counter()
         self.examples = 0
 
@@ -280,10 +287,12 @@ class Env:
         c = RawAMQP.connect(self.rabbit.url, frame_max=frame_max)
         c.open_channel(1)
         c.open_channel(2)
+        self.taken = []
         for _ in range(2):
             ok = c.rpc(2, spec.Basic.Get(queue=KEEP, no_ack=False), "Basic.GetOk")
             assert ok.name == "Basic.GetOk", ok
-            assert c.get_message(2).body in self.keep_bodies
+            self.taken.append(c.get_message(2).body)
+        assert set(self.taken) <= self.keep_bodies
         return c, fake_connection(self.rabbit, c.sock.getsockname()[1])
 
     def run(
@@ -354,6 +363,7 @@ class Env:
         keep = self.rabbit.queue(KEEP)
         assert (keep.message_count, keep.unacked_count) == (KEEP_COUNT, 0)
         assert {msg.body for msg in keep.messages} == self.keep_bodies
+        assert {msg.body for msg in keep.messages if msg.redelivered} >= set(self.taken)
         body = f"health-{self.examples}".encode()
         self.ch.basic_publish("", HEALTH, body)
         method, _props, got = self.ch.basic_get(HEALTH, auto_ack=True)
@@ -470,6 +480,13 @@ def mutated_payloads(draw: Any) -> list[bytes]:
     ftype, channel = struct.unpack_from(">BH", frames[i])
     frames[i] = frame(ftype, channel, bytes(mutate(draw, bytearray(frames[i][7:-1]))))
     return split(draw, b"".join(frames))
+
+
+@st.composite
+def truncated_session(draw: Any) -> list[bytes]:
+    """A valid session cut at an arbitrary point: the broker waits for the rest, nothing is an error."""
+    data = b"".join(b"".join(t) for t in SAFE[:2] + draw(st.lists(st.sampled_from(SAFE[2:]), min_size=1, max_size=4)))
+    return split(draw, data[: draw(st.integers(1, len(data) - 1))])
 
 
 @st.composite
@@ -692,6 +709,12 @@ def test_mutated_frames(env: Env, chunks: list[bytes]) -> None:
 
 
 @fuzz(40)
+@given(chunks=truncated_session())
+def test_truncated_session(env: Env, chunks: list[bytes]) -> None:
+    env.run("truncated session", chunks, Expect("alive"))
+
+
+@fuzz(40)
 @given(case=bad_frame_end())
 def test_wrong_frame_end(env: Env, case: tuple[list[bytes], Expect]) -> None:
     env.run("wrong frame end", *case)
@@ -794,6 +817,11 @@ EXPLICIT = [
         "method on an unopened channel",
         m(spec.Queue.Declare(queue="fuzz.t"), channel=9),
         Expect("close", 504, "CHANNEL_ERROR - expected 'channel.open'", (50, 10), exact=True),
+    ),
+    Explicit(
+        "deprecated access.request is answered",
+        m(spec.Access.Request(realm="/data")),
+        Expect("reply", reply="Access.RequestOk"),
     ),
     Explicit("unknown method of a known class", raw_method(1, 60, 99), Expect("drop")),
     Explicit("unknown class", raw_method(1, 99, 1, b"\x00\x01"), Expect("drop")),

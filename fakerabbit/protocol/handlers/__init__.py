@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fakerabbit.protocol.handlers import basic, channel, confirm, exchange, queue, tx
+from fakerabbit.protocol.handlers import basic, channel, confirm, exchange, extensions, queue, tx
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.channel import ChannelHandler
@@ -13,5 +13,5 @@ if TYPE_CHECKING:
 Handler = Callable[["ChannelHandler", Any, bytes], None]
 
 HANDLERS: dict[type, Handler] = {}
-for _module in (channel, exchange, queue, basic, confirm, tx):
+for _module in (channel, exchange, queue, basic, confirm, tx, extensions):
     HANDLERS.update(_module.HANDLERS)

@@ -25,8 +25,8 @@ def channel_flow(ch: ChannelHandler, m: commands.Channel.Flow, payload: bytes) -
 
 def channel_close(ch: ChannelHandler, m: commands.Channel.Close, payload: bytes) -> None:
     ch.release()
-    ch.send(commands.Channel.CloseOk())
-    ch.conn.channel_gone(ch.number)
+    ch.state = "closing"  # anything more on it is ignored until the close-ok is out
+    ch.conn.channel_closing(ch)
 
 
 HANDLERS: dict[type, Any] = {

@@ -1,0 +1,79 @@
+"""The handshake's pieces that need no connection: server-properties, SASL responses, tune-ok limits."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from fakerabbit.broker import errors
+from fakerabbit.broker.fields import FieldError, decode_table
+from fakerabbit.protocol import framing
+
+
+def server_properties(version: str) -> list[tuple[str, str, Any]]:
+    """``connection.start``'s server-properties in RabbitMQ's wire order, as (key, field type, value)."""
+    major_minor = tuple(int(x) for x in version.split(".")[:2])
+    if major_minor < (3, 13):
+        copyright_, otp = "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.", "25.2.3"
+    elif major_minor < (4, 1):
+        copyright_, otp = "Copyright (c) 2007-2024 Broadcom Inc and/or its subsidiaries", "26.2.5"
+    else:
+        copyright_, otp = "Copyright (c) 2007-2025 Broadcom Inc and/or its subsidiaries", "27.3"
+    capabilities = [
+        "publisher_confirms",
+        "exchange_exchange_bindings",
+        "basic.nack",
+        "consumer_cancel_notify",
+        "connection.blocked",
+        "consumer_priorities",
+        "authentication_failure_close",
+        "per_consumer_qos",
+        "direct_reply_to",
+    ]
+    return [
+        ("capabilities", "F", {name: ("t", True) for name in capabilities}),
+        ("cluster_name", "S", "rabbit@fakerabbit"),
+        ("copyright", "S", copyright_),
+        ("information", "S", "Licensed under the MPL 2.0. Website: https://rabbitmq.com"),
+        ("platform", "S", f"Erlang/OTP {otp}"),
+        ("product", "S", "RabbitMQ"),
+        ("version", "S", version),
+    ]
+
+
+def parse_plain(response: bytes) -> tuple[str, str] | None:
+    """rabbit_auth_mechanism_plain: exactly ``\\0user\\0password`` (no authorization identity)."""
+    if not response.startswith(b"\x00"):
+        return None
+    parts = response[1:].split(b"\x00")
+    if len(parts) != 2:
+        return None
+    return parts[0].decode("utf-8", "surrogateescape"), parts[1].decode("utf-8", "surrogateescape")
+
+
+def parse_amqplain(response: bytes) -> tuple[str, str] | None:
+    """rabbit_auth_mechanism_amqplain: a field table without its length prefix holding LOGIN and PASSWORD."""
+    try:
+        table, _ = decode_table(struct.pack(">I", len(response)) + response)
+    except FieldError:
+        return None
+    login, password = table.get("LOGIN"), table.get("PASSWORD")
+    if login is None or password is None or login[0] != "S" or password[0] != "S":
+        return None
+    return str(login[1]), str(password[1])
+
+
+def check_tune_ok(frame_max: int, channel_max: int, channel_limit: int, frame_limit: int) -> None:
+    """rabbit_reader:validate_negotiated_integer_value/3 for tune-ok's frame_max and channel_max (0 means "no
+    limit", which is above the server's)."""
+    for field, value, low, high in (
+        ("frame_max", frame_max, framing.FRAME_MIN_SIZE, frame_limit),
+        ("channel_max", channel_max, 1, channel_limit),
+    ):
+        if value != 0 and value < low:
+            raise errors.NotAllowed(f"negotiated {field} = {value} is lower than the minimum allowed value ({low})")
+        if value == 0 or value > high:
+            detail = " (no limit)" if field == "channel_max" and value == 0 else ""
+            raise errors.NotAllowed(
+                f"negotiated {field} = {value}{detail} is higher than the maximum allowed value ({high})"
+            )
