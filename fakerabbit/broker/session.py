@@ -201,9 +201,7 @@ class Session:
                 self.sink.send_return(312, "NO_ROUTE", "", msg.routing_key, msg.props.raw, msg.body)
         else:
             # RabbitMQ 3.10 gives a reply the channel's next delivery tag without using it up
-            target.sink.send_deliver(
-                consumer.tag, target.next_tag, False, "", msg.routing_key, msg.props.raw, msg.body
-            )
+            target.sink.send_deliver(consumer.tag, target.next_tag, False, "", msg.routing_key, msg.props.raw, msg.body)
         if seq:
             self.sink.send_confirm(True, seq, False)
 

@@ -169,9 +169,17 @@ class AMQPConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        for ch in list(self.channels.values()):
-            ch.resume_deliveries()
+        try:
+            for ch in list(self.channels.values()):
+                ch.resume_deliveries()
+        except Exception as exc:  # never let a bug escape into the event loop
+            self._internal_error(exc)
         self.server.flush()
+
+    def _internal_error(self, exc: Exception) -> None:
+        log.exception("internal error in a connection")
+        self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+        self.handle_exception(errors.InternalError(""))
 
     # -- output -----------------------------------------------------------------------------------------------
     def write(self, data: bytes) -> None:
@@ -400,12 +408,17 @@ class AMQPConnection(asyncio.Protocol):
 
     def _teardown(self) -> None:
         """Release the broker side: channels closed (unacked requeued), exclusive queues dropped."""
-        for ch in list(self.channels.values()):
-            ch.release()
+        channels, info = list(self.channels.values()), self.info
         self.channels.clear()
-        if self.info is not None:
-            self.broker.close_connection(self.info)
-            self.info = None
+        self.info = None
+        try:
+            for ch in channels:
+                ch.release()
+            if info is not None:
+                self.broker.close_connection(info)
+        except Exception as exc:  # never let a bug escape into the event loop
+            log.exception("internal error releasing a connection")
+            self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
 
     # -- frames -----------------------------------------------------------------------------------------------
     def _handle_frame(self, frame: framing.RawFrame) -> None:

@@ -105,13 +105,15 @@ def method_index(payload: bytes) -> int:
 
 
 class _Extension(base.Frame):
-    """A method RabbitMQ's framing knows and pamqp does not (decoded by fakerabbit's own decoder)."""
+    """A method RabbitMQ's framing knows and pamqp does not (decoded by fakerabbit's own decoder).
+
+    ``__slots__`` lists the arguments in wire order, as pamqp's classes do: keep it unsorted."""
 
 
 class AccessRequest(_Extension):
     """access.request (30.10), deprecated: RabbitMQ answers with access.request-ok, ticket 1."""
 
-    __slots__ = ("realm", "exclusive", "passive", "active", "write", "read")
+    __slots__ = ("realm", "exclusive", "passive", "active", "write", "read")  # noqa: RUF023 (wire order)
     frame_id, index, name = 10, 0x001E000A, "Access.Request"
     _realm, _exclusive, _passive, _active, _write, _read = "shortstr", "bit", "bit", "bit", "bit", "bit"
 
@@ -125,7 +127,7 @@ class AccessRequestOk(_Extension):
 class BasicCredit(_Extension):
     """basic.credit (60.200), RabbitMQ's credit-flow extension (used by its AMQP 1.0 plugin)."""
 
-    __slots__ = ("consumer_tag", "credit", "drain")
+    __slots__ = ("consumer_tag", "credit", "drain")  # wire order
     frame_id, index, name = 200, 0x003C00C8, "Basic.Credit"
     _consumer_tag, _credit, _drain = "shortstr", "long", "bit"
 
@@ -137,7 +139,7 @@ class BasicCreditOk(_Extension):
 
 
 class BasicCreditDrained(_Extension):
-    __slots__ = ("consumer_tag", "credit_drained")
+    __slots__ = ("consumer_tag", "credit_drained")  # wire order
     frame_id, index, name = 202, 0x003C00CA, "Basic.CreditDrained"
     _consumer_tag, _credit_drained = "shortstr", "long"
 
