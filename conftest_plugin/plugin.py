@@ -79,7 +79,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "fakerabbit_users", "users of the fake, one 'name:password' per line (default guest:guest)", type="linelist"
     )
     parser.addini("fakerabbit_vhosts", "vhosts of the fake, one per line (default /)", type="linelist")
-    parser.addini("fakerabbit_clock", "'virtual' (default), 'system' or 'frozen' (follows freezegun/time-machine)", default="virtual")
+    parser.addini(
+        "fakerabbit_clock",
+        "'virtual' (default), 'system' or 'frozen' (follows freezegun/time-machine)",
+        default="virtual",
+    )
     parser.addini(
         "fakerabbit_check_problems",
         "fail tests in which a client hit an unsupported feature or broke the protocol",

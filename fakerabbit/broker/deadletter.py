@@ -104,9 +104,7 @@ class DeadLetters:
             return self._mc_copy(msg, queue, reason, dlx, dlrk)
         return self._legacy_copy(msg, queue, reason, dlx, dlrk)
 
-    def _new_message(
-        self, msg: Message, dlx: str, dlrk: str | None, headers: Table | Callable[[], Table]
-    ) -> Message:
+    def _new_message(self, msg: Message, dlx: str, dlrk: str | None, headers: Table | Callable[[], Table]) -> Message:
         if callable(headers):  # built and encoded when first needed (see DeferredProperties)
             props: RawProperties = DeferredProperties(msg.props, headers, drop_expiration=True)
         else:
@@ -181,9 +179,7 @@ class DeadLetters:
         keep_client_first = profile.client_x_death == "parse" and msg.first_death is None
         # The headers are built when first needed: expiring 100,000 messages into a DLQ must not build and
         # encode 100,000 header tables nobody may read. (A partial, not a closure: fewer objects for the GC.)
-        make_headers = functools.partial(
-            _mc_headers, msg.props, deaths, first, last, dlrk, profile, keep_client_first
-        )
+        make_headers = functools.partial(_mc_headers, msg.props, deaths, first, last, dlrk, profile, keep_client_first)
         new = self._new_message(msg, dlx, dlrk, make_headers)
         new.deaths = deaths
         new.first_death = first

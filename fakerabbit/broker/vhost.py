@@ -240,9 +240,7 @@ class Vhost:
         if name == "":
             qtype = arguments.get("x-queue-type")
             if qtype is not None and qtype[1] in ("quorum", "stream"):
-                raise errors.PreconditionFailed(
-                    f"Cannot declare a server-named queue for type rabbit_{qtype[1]}_queue"
-                )
+                raise errors.PreconditionFailed(f"Cannot declare a server-named queue for type rabbit_{qtype[1]}_queue")
             name = new_tag("amq.gen-")
         elif name.startswith("amq."):
             raise errors.AccessRefused(RESERVED_TEXT.format(kind="queue", name=name))
