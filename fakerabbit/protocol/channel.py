@@ -177,16 +177,17 @@ class ChannelHandler:
         self, method: base.Frame, ids: tuple[int, int], payload: bytes, content: tuple[bytes, bytes, int] | None = None
     ) -> None:
         """``rabbit_channel:handle_method/3``, by channel state."""
+        # rabbit_channel expands the "" queue shortcut before it looks at the channel's state: even a closing
+        # channel sends (another) channel.close for it
+        no_last_queue = self._session is None or not self._session.last_queue
+        if isinstance(method, _SHORTCUT_METHODS) and not method.queue and no_last_queue:
+            self.close_with(errors.NotFound("no previously declared queue"), ids)
+            return
         if self.state == "closing":
             if isinstance(method, commands.Channel.CloseOk):
                 self.conn.channel_gone(self.number)
             elif isinstance(method, commands.Channel.Close):
                 self.send(commands.Channel.CloseOk())
-            return
-        # rabbit_channel expands the "" shortcut before it looks at the channel's state
-        no_last_queue = self._session is None or not self._session.last_queue
-        if isinstance(method, _SHORTCUT_METHODS) and not method.queue and no_last_queue:
-            self.close_with(errors.NotFound("no previously declared queue"), ids)
             return
         if self.state == "starting":
             if not isinstance(method, commands.Channel.Open):

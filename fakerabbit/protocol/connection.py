@@ -476,8 +476,8 @@ class AMQPConnection(asyncio.Protocol):
         try:
             method = decode_args(cls, payload[4:])
         except MethodDecodeError as exc:
-            if exc.kind == "table":
-                raise framing.UnknownMethod(f"malformed field table in {cls.name}") from None
+            # handle_method0 catches what decoding throws: a field table that does not parse is a crash inside
+            # its try (541 below), unlike on other channels where it kills the reader
             if exc.kind == "utf8":
                 raise errors.FrameError("Malformed UTF-8 in shortstr").at(ids) from None
             raise errors.InternalError("") from None

@@ -10,6 +10,7 @@ runs the real broker only if its version falls under that profile (the local Rab
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -94,7 +95,13 @@ class Target:
             time.sleep(seconds)
 
     def set_policy(
-        self, name: str, pattern: str, definition: dict[str, Any], *, priority: int = 0, apply_to: str = "queues",
+        self,
+        name: str,
+        pattern: str,
+        definition: dict[str, Any],
+        *,
+        priority: int = 0,
+        apply_to: str = "queues",
         operator: bool = False,
     ) -> None:
         self._policies.append((name, operator))
@@ -106,8 +113,18 @@ class Target:
             return
         cmd = "set_operator_policy" if operator else "set_policy"
         subprocess.run(
-            ["rabbitmqctl", "-q", cmd, name, pattern, json.dumps(definition), "--priority", str(priority),
-             "--apply-to", apply_to],
+            [
+                "rabbitmqctl",
+                "-q",
+                cmd,
+                name,
+                pattern,
+                json.dumps(definition),
+                "--priority",
+                str(priority),
+                "--apply-to",
+                apply_to,
+            ],
             check=True,
             capture_output=True,
         )
@@ -150,10 +167,8 @@ class Target:
                 ch.close()
             except Exception:
                 pass
-        try:
+        with contextlib.suppress(Exception):
             conn.close()
-        except Exception:
-            pass
 
 
 @pytest.fixture

@@ -9,7 +9,9 @@ import pytest
 from tests.conformance.conftest import Target, pump, settle
 
 
-def test_publish_get_roundtrip_keeps_properties(broker: Target, ch: pika.adapters.blocking_connection.BlockingChannel) -> None:
+def test_publish_get_roundtrip_keeps_properties(
+    broker: Target, ch: pika.adapters.blocking_connection.BlockingChannel
+) -> None:
     q = broker.name()
     ok = ch.queue_declare(q)
     assert ok.method.queue == q and ok.method.message_count == 0 and ok.method.consumer_count == 0
@@ -29,7 +31,12 @@ def test_publish_get_roundtrip_keeps_properties(broker: Target, ch: pika.adapter
     assert method.message_count == 0
     assert got.headers == {"a": 1, "b": "x", "big": 2**40, "bin": b"\x00\x01", "nested": {"k": [1, "two"]}}
     assert (got.content_type, got.message_id, got.correlation_id, got.delivery_mode, got.priority, got.app_id) == (
-        "text/plain", "m1", "c1", 2, 3, "app"
+        "text/plain",
+        "m1",
+        "c1",
+        2,
+        3,
+        "app",
     )
     ch.basic_ack(method.delivery_tag)
     assert ch.basic_get(q) == (None, None, None)
@@ -93,6 +100,7 @@ def test_consume_round_robin_and_ack(broker: Target, conn) -> None:
         def on(chan, method, props, body):
             seen[name].append(body)
             chan.basic_ack(method.delivery_tag)
+
         return on
 
     ch.basic_consume(q, cb("a"), consumer_tag="a")
@@ -165,13 +173,15 @@ def test_reserved_prefixes(broker: Target, conn) -> None:
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
         ch.queue_declare("amq.mine")
     assert (exc.value.reply_code, exc.value.reply_text) == (
-        403, "ACCESS_REFUSED - queue name 'amq.mine' contains reserved prefix 'amq.*'"
+        403,
+        "ACCESS_REFUSED - queue name 'amq.mine' contains reserved prefix 'amq.*'",
     )
     ch = conn.channel()
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
         ch.exchange_declare("amq.mine", "direct")
     assert (exc.value.reply_code, exc.value.reply_text) == (
-        403, "ACCESS_REFUSED - exchange name 'amq.mine' contains reserved prefix 'amq.*'"
+        403,
+        "ACCESS_REFUSED - exchange name 'amq.mine' contains reserved prefix 'amq.*'",
     )
 
 
@@ -373,7 +383,7 @@ def test_direct_reply_to(broker: Target, conn) -> None:
     server_q = broker.name("rpc")
     ch.queue_declare(server_q)
     ch.basic_publish("", server_q, b"request", pika.BasicProperties(reply_to="amq.rabbitmq.reply-to"))
-    m, props, body = ch.basic_get(server_q, auto_ack=True)
+    _m, props, _body = ch.basic_get(server_q, auto_ack=True)
     assert props.reply_to.startswith("amq.rabbitmq.reply-to.")
     ch.basic_publish("", props.reply_to, b"response")
     pump(conn, lambda: replies)

@@ -235,6 +235,12 @@ CONNECTION_ERRORS = [
     ),
     Case("decode error on channel 0", raw_method(0, 10, 50), 541, "INTERNAL_ERROR"),
     Case(
+        "malformed table on channel 0",
+        raw_method(0, 50, 10, b"\x00\x00\x02fq\x08\x00\x00\x00\x01\x00"),
+        541,
+        "INTERNAL_ERROR",
+    ),
+    Case(
         "non-UTF-8 shortstr on channel 0",
         raw_method(0, 10, 40, b"\x02\xff\xfe\x00\x00"),
         501,
@@ -543,8 +549,14 @@ def test_malformed_property_block_is_an_internal_error(broker: Target, props: by
 
 @pytest.mark.parametrize(
     "props",
-    [b"\x00\x01", b"\x00\x02", b"\x00\x00", b"\x08\x00\xc8"],
-    ids=["continuation bit ignored", "bit 1 ignored", "empty", "priority 200"],
+    [
+        b"\x00\x01",
+        b"\x00\x02",
+        b"\x00\x00",
+        b"\x08\x00\xc8",
+        b"\x20\x00" + struct.pack(">I", 11) + b"\x01aL" + bytes(8),
+    ],
+    ids=["continuation bit ignored", "bit 1 ignored", "empty", "priority 200", "headers with an L value"],
 )
 def test_unusual_but_valid_property_blocks(broker: Target, props: bytes) -> None:
     c = RawAMQP.connect(broker.url)
@@ -588,4 +600,34 @@ def test_channel_close_and_reopen(broker: Target) -> None:
     for _ in range(3):
         c.open_channel(1)
         assert c.rpc(1, spec.Channel.Close(200, "bye", 0, 0), "Channel.CloseOk").name == "Channel.CloseOk"
+    c.close()
+
+
+def test_the_empty_queue_shortcut_is_checked_even_on_a_closing_channel(broker: Target) -> None:
+    """rabbit_channel expands "" before it looks at the channel's state: a closing channel closes again."""
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.send_method(1, spec.Queue.Declare(queue="", passive=True))
+    first = c.expect_close()
+    assert (first.channel, first.reply_code, first.reply_text) == (1, 404, "NOT_FOUND - no queue '' in vhost '/'")
+    c.send_method(1, spec.Queue.Purge(queue=""))
+    second = c.expect_close()
+    assert (second.channel, second.reply_code, second.reply_text, second.method_id) == (
+        1,
+        404,
+        "NOT_FOUND - no previously declared queue",
+        30,
+    )
+    c.send_method(1, spec.Basic.Qos(0, 1, False))  # anything else is still ignored
+    assert c.quiet(0.3) == []
+    c.close_ok(1)
+    c.open_channel(1)
+    c.close()
+
+
+def test_on_a_channel_never_opened_the_shortcut_error_comes_first(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url)
+    c.send_method(4, spec.Queue.Purge(queue=""))
+    close = c.expect_close()
+    assert (close.channel, close.reply_code, close.reply_text) == (4, 404, "NOT_FOUND - no previously declared queue")
     c.close()

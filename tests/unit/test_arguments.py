@@ -113,21 +113,15 @@ def test_expiration_errors(raw: str, text: str) -> None:
         ("-" + "9" * 18, "invalid expiration '-999999999999999999': {value_negative,-999999999999999999}"),
         (
             "-" + "9" * 19,
-            "invalid expiration '-9999999999999999999': {value_negative,\n"
-            + " " * 44
-            + "-9999999999999999999}",
+            "invalid expiration '-9999999999999999999': {value_negative,\n" + " " * 44 + "-9999999999999999999}",
         ),
         (
             "9" * 19,
-            "invalid expiration '9999999999999999999': {value_too_large,\n"
-            + " " * 43
-            + "9999999999999999999}",
+            "invalid expiration '9999999999999999999': {value_too_large,\n" + " " * 43 + "9999999999999999999}",
         ),
         (
             "99999999999999999999999",
-            "invalid expiration '99999999999999999999999': {value_too_large,\n"
-            + " " * 47
-            + "99999999999999999999999}",
+            "invalid expiration '99999999999999999999999': {value_too_large,\n" + " " * 47 + "99999999999999999999999}",
         ),
         ("1" + "x" * 17, "invalid expiration '1" + "x" * 17 + "': {leftover_string,\"" + "x" * 17 + '"}'),
         (
@@ -154,9 +148,7 @@ def test_expiration_valid(raw: str | bytes, value: int) -> None:
 # N-2: the DLX argument type
 
 
-@pytest.mark.parametrize(
-    ("value", "tname"), [(5, "signedint"), (b"abc", "binary"), (True, "bool"), (2**40, "long")]
-)
+@pytest.mark.parametrize(("value", "tname"), [(5, "signedint"), (b"abc", "binary"), (True, "bool"), (2**40, "long")])
 def test_dlx_wrong_type(value: Any, tname: str) -> None:
     text = f"invalid type '{tname}' for arg 'x-dead-letter-exchange' in queue 'q' in vhost '/'"
     assert fails(T(x_dead_letter_exchange=value)) == text  # live 3.10.8 (signedint, binary)
@@ -336,8 +328,7 @@ def test_argument_errors_same_in_all_versions(profile: Profile) -> None:
         ),
         (
             {"x-single-active-consumer": 1},
-            "invalid arg 'x-single-active-consumer' for queue 'q' in vhost '/': "
-            "{unacceptable_type,signedint}",
+            "invalid arg 'x-single-active-consumer' for queue 'q' in vhost '/': {unacceptable_type,signedint}",
         ),
         # validators run before the other-type check (N-1): ttl beats max-priority
         (
@@ -444,9 +435,7 @@ def test_other_type_arguments_in_table_order() -> None:
     a = fails(T(x_delivery_limit=5, x_dead_letter_strategy="x"))
     assert a == "invalid arg 'x-delivery-limit' for queue 'q' in vhost '/' of queue type rabbit_classic_queue"
     b = fails(T(x_dead_letter_strategy="x", x_delivery_limit=5))
-    assert b == (
-        "invalid arg 'x-dead-letter-strategy' for queue 'q' in vhost '/' of queue type rabbit_classic_queue"
-    )
+    assert b == ("invalid arg 'x-dead-letter-strategy' for queue 'q' in vhost '/' of queue type rabbit_classic_queue")
 
 
 def test_version_dependent_argument_lists() -> None:
@@ -707,9 +696,7 @@ def test_inequivalent_args_quorum() -> None:
     )
     # a classic-only argument is not compared on a quorum queue (live 3.10.8)
     assert (
-        redeclare(
-            {"x-queue-type": "quorum"}, {"x-queue-type": "quorum", "x-max-priority": 5}, queue_type="quorum"
-        )
+        redeclare({"x-queue-type": "quorum"}, {"x-queue-type": "quorum", "x-max-priority": 5}, queue_type="quorum")
         is None
     )
 
@@ -785,8 +772,7 @@ def test_decimal_mismatch_crashes_like_rabbitmq() -> None:
         redeclare({"x-message-ttl": 10}, {"x-message-ttl": Decimal(10)})
     assert (
         redeclare({}, {"x-message-ttl": Decimal("1.5")})
-        == PREFIX.format("x-message-ttl")
-        + "received the value '{1,15}' of type 'decimal' but current is none"
+        == PREFIX.format("x-message-ttl") + "received the value '{1,15}' of type 'decimal' but current is none"
     )
 
 
@@ -842,9 +828,7 @@ def test_4x_default_queue_type_in_equivalence() -> None:
             new_args=T(x_queue_type="quorum"),
             profile=P40,
         )
-    assert (
-        ei.value.explanation == PREFIX.format("x-queue-type") + "received 'quorum' but current is 'classic'"
-    )
+    assert ei.value.explanation == PREFIX.format("x-queue-type") + "received 'quorum' but current is 'classic'"
     # and a plain redeclare still matches
     assert redeclare({"x-queue-type": "classic"}, {}, profile=P40) is None
 
@@ -853,9 +837,9 @@ def test_typed_rendering_switch() -> None:
     import dataclasses
 
     typed = dataclasses.replace(P310, typed_inequivalence_text=True)
-    assert redeclare({"x-message-ttl": 10}, {"x-message-ttl": 20}, profile=typed) == PREFIX.format(
-        "x-message-ttl"
-    ) + ("received the value '20' of type 'signedint' but current is the value '10' of type 'signedint'")
+    assert redeclare({"x-message-ttl": 10}, {"x-message-ttl": 20}, profile=typed) == PREFIX.format("x-message-ttl") + (
+        "received the value '20' of type 'signedint' but current is the value '10' of type 'signedint'"
+    )
 
 
 # ======================================================================================================

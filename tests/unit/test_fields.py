@@ -475,9 +475,7 @@ MALFORMED = {
     "binary past end": wrap(entry(b"k", b"x\xff\xff\xff\xffabc")),
     "nested table past outer": wrap(entry(b"k", b"F\x00\x00\x00\x03")) + b"\x01kV",
     "array past outer": wrap(entry(b"k", b"A\x00\x00\x00\x02")) + b"VV",
-    "nested value crosses nested end": wrap(
-        entry(b"k", b"F" + wrap(entry(b"j", b"I")) + b"\x00\x00\x00\x01")
-    ),
+    "nested value crosses nested end": wrap(entry(b"k", b"F" + wrap(entry(b"j", b"I")) + b"\x00\x00\x00\x01")),
     "array value crosses array end": wrap(entry(b"k", b"A" + wrap(b"s\x00")) + b"\x00"),
 }
 

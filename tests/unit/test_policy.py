@@ -139,10 +139,7 @@ def test_policy_validation_by_version() -> None:
     validate_policy({"delivery-limit": -1}, profile=P40)
     assert refused({"delivery-limit": "x"}, profile=P40) == '<<"x">> is not a valid delivery limit'
     # mirroring keys are gone in 4.x
-    assert (
-        refused({"ha-mode": "all"}, profile=P40)
-        == '[{<<"ha-mode">>,<<"all">>}] are not recognised policy settings'
-    )
+    assert refused({"ha-mode": "all"}, profile=P40) == '[{<<"ha-mode">>,<<"all">>}] are not recognised policy settings'
     validate_policy({"ha-mode": "all"}, profile=P313)
     # target-group-size is a 4.x key
     validate_policy({"target-group-size": 3}, profile=P40)
@@ -272,9 +269,7 @@ def test_invalid_pattern_matches_nothing() -> None:
 def test_unsupported_key_skips_the_policy() -> None:
     # POL-2, live 3.10.8: {dlx, delivery-limit} (priority 5) skips the classic queue, which gets the
     # priority-1 policy instead; the quorum queue gets the priority-5 one.
-    high = pol(
-        {"dead-letter-exchange": "dlx", "delivery-limit": 5}, name="ptest", priority=5, apply_to="queues"
-    )
+    high = pol({"dead-letter-exchange": "dlx", "delivery-limit": 5}, name="ptest", priority=5, apply_to="queues")
     low = pol({"message-ttl": 100}, name="ptest2", priority=1, apply_to="queues")
     assert select_policy([high, low], "probe_pol_c", "classic", profile=P310) is low
     assert select_policy([high, low], "probe_pol_q", "quorum", profile=P310) is high
@@ -305,9 +300,7 @@ def test_effective_policy_definition() -> None:
     assert merged == {"dead-letter-exchange": "dlx", "delivery-limit": 2, "max-length": 3, "message-ttl": 50}
     assert list(merged) == sorted(merged)
     # live 3.10.8: {message-ttl 100} + {message-ttl 50, max-length 3}
-    assert effective_policy_definition(
-        pol({"message-ttl": 100}), pol({"message-ttl": 50, "max-length": 3}), P310
-    ) == {
+    assert effective_policy_definition(pol({"message-ttl": 100}), pol({"message-ttl": 50, "max-length": 3}), P310) == {
         "max-length": 3,
         "message-ttl": 50,
     }
@@ -356,18 +349,12 @@ def test_ttl_expires_lengths_take_the_minimum() -> None:
     # TTL-1, QX-2, ML-2
     args = T(x_message_ttl=100, x_expires=1000, x_max_length=10, x_max_length_bytes=500)
     for qt in ("classic", "quorum"):
-        s = effective_settings(
-            qt, args, pol({"message-ttl": 50, "expires": 5000, "max-length": 20}), None, P40
-        )
+        s = effective_settings(qt, args, pol({"message-ttl": 50, "expires": 5000, "max-length": 20}), None, P40)
         assert (s.message_ttl, s.expires, s.max_length, s.max_length_bytes) == (50, 1000, 10, 500)
     # TTL-1: user and operator policy min'd first, then min'd with the argument
-    s = effective_settings(
-        "classic", T(x_message_ttl=30), pol({"message-ttl": 100}), pol({"message-ttl": 50}), P40
-    )
+    s = effective_settings("classic", T(x_message_ttl=30), pol({"message-ttl": 100}), pol({"message-ttl": 50}), P40)
     assert s.message_ttl == 30
-    s = effective_settings(
-        "classic", T(x_message_ttl=300), pol({"message-ttl": 100}), pol({"message-ttl": 50}), P40
-    )
+    s = effective_settings("classic", T(x_message_ttl=300), pol({"message-ttl": 100}), pol({"message-ttl": 50}), P40)
     assert s.message_ttl == 50
     # only one side set: that value
     assert effective_settings("classic", T(x_message_ttl=7), None, None, P40).message_ttl == 7
@@ -397,15 +384,10 @@ def test_overflow_precedence() -> None:
         "quorum", T(x_overflow="drop-head"), pol({"overflow": "reject-publish"}), None, P313
     ).overflow == ("reject-publish")
     # operator overflow beats the user policy's
-    s = effective_settings(
-        "quorum", {}, pol({"overflow": "drop-head"}), pol({"overflow": "reject-publish"}), P313
-    )
+    s = effective_settings("quorum", {}, pol({"overflow": "drop-head"}), pol({"overflow": "reject-publish"}), P313)
     assert s.overflow == "reject-publish"
     # ML-6: quorum runs reject-publish-dlx as drop-head; classic keeps it
-    assert (
-        effective_settings("quorum", T(x_overflow="reject-publish-dlx"), None, None, P40).overflow
-        == "drop-head"
-    )
+    assert effective_settings("quorum", T(x_overflow="reject-publish-dlx"), None, None, P40).overflow == "drop-head"
     assert effective_settings("classic", T(x_overflow="reject-publish-dlx"), None, None, P40).overflow == (
         "reject-publish-dlx"
     )
@@ -420,40 +402,27 @@ def test_delivery_limit() -> None:
     assert effective_settings("classic", T(x_delivery_limit=3), None, None, P40).delivery_limit is None
     # DLIM-1: min of argument and policy, max if either is negative; negative = unlimited (4.x)
     assert (
-        effective_settings(
-            "quorum", T(x_delivery_limit=3), pol({"delivery-limit": 5}), None, P40
-        ).delivery_limit
-        == 3
+        effective_settings("quorum", T(x_delivery_limit=3), pol({"delivery-limit": 5}), None, P40).delivery_limit == 3
     )
     assert (
-        effective_settings(
-            "quorum", T(x_delivery_limit=-1), pol({"delivery-limit": 5}), None, P40
-        ).delivery_limit
-        == 5
+        effective_settings("quorum", T(x_delivery_limit=-1), pol({"delivery-limit": 5}), None, P40).delivery_limit == 5
     )
     assert effective_settings("quorum", T(x_delivery_limit=-1), None, None, P40).delivery_limit is None
     assert effective_settings("quorum", {}, pol({"delivery-limit": -1}), None, P40).delivery_limit is None
     assert effective_settings("quorum", T(x_delivery_limit=0), None, None, P40).delivery_limit == 0
     # 3.x: plain min; a negative argument stays (the first return already exceeds it)
     assert (
-        effective_settings(
-            "quorum", T(x_delivery_limit=-1), pol({"delivery-limit": 5}), None, P313
-        ).delivery_limit
+        effective_settings("quorum", T(x_delivery_limit=-1), pol({"delivery-limit": 5}), None, P313).delivery_limit
         == -1
     )
     assert effective_settings("quorum", T(x_delivery_limit=4), None, None, P313).delivery_limit == 4
     # user + operator + argument
-    s = effective_settings(
-        "quorum", T(x_delivery_limit=9), pol({"delivery-limit": 5}), pol({"delivery-limit": 7}), P40
-    )
+    s = effective_settings("quorum", T(x_delivery_limit=9), pol({"delivery-limit": 5}), pol({"delivery-limit": 7}), P40)
     assert s.delivery_limit == 5
     # a non-numeric argument (it has no validator) never limits, and loses to a policy value
     assert effective_settings("quorum", T(x_delivery_limit="5"), None, None, P40).delivery_limit is None
     assert (
-        effective_settings(
-            "quorum", T(x_delivery_limit="5"), pol({"delivery-limit": 8}), None, P40
-        ).delivery_limit
-        == 8
+        effective_settings("quorum", T(x_delivery_limit="5"), pol({"delivery-limit": 8}), None, P40).delivery_limit == 8
     )
 
 
@@ -471,24 +440,16 @@ def test_dead_letter_strategy() -> None:
     )
     assert effective_settings("quorum", {}, via_policy, None, P40).dead_letter_strategy == "at-least-once"
     arg_wins = T(x_dead_letter_strategy="at-most-once")
-    assert (
-        effective_settings("quorum", arg_wins, via_policy, None, P40).dead_letter_strategy == "at-most-once"
-    )
+    assert effective_settings("quorum", arg_wins, via_policy, None, P40).dead_letter_strategy == "at-most-once"
     assert effective_settings("classic", ok, None, None, P40).dead_letter_strategy == "at-most-once"
 
 
 def test_priority_and_single_active_consumer() -> None:
     assert effective_settings("classic", T(x_max_priority=5), None, None, P40).max_priority == 5
     assert effective_settings("quorum", T(x_max_priority=5), None, None, P40).max_priority is None
-    assert effective_settings(
-        "classic", T(x_single_active_consumer=True), None, None, P40
-    ).single_active_consumer
-    assert effective_settings(
-        "quorum", T(x_single_active_consumer=True), None, None, P40
-    ).single_active_consumer
-    assert not effective_settings(
-        "classic", T(x_single_active_consumer=False), None, None, P40
-    ).single_active_consumer
+    assert effective_settings("classic", T(x_single_active_consumer=True), None, None, P40).single_active_consumer
+    assert effective_settings("quorum", T(x_single_active_consumer=True), None, None, P40).single_active_consumer
+    assert not effective_settings("classic", T(x_single_active_consumer=False), None, None, P40).single_active_consumer
 
 
 def test_settings_carry_the_merged_definition_but_compare_without_it() -> None:

@@ -48,9 +48,7 @@ def test_accepted_list() -> None:
 
 def _same_rules(a: Profile, b: Profile) -> bool:
     skip = {"name", "server_version"}
-    return all(
-        getattr(a, f.name) == getattr(b, f.name) for f in dataclasses.fields(Profile) if f.name not in skip
-    )
+    return all(getattr(a, f.name) == getattr(b, f.name) for f in dataclasses.fields(Profile) if f.name not in skip)
 
 
 def test_families() -> None:
