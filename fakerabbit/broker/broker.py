@@ -58,6 +58,9 @@ class Broker:
         self.clock = clock
         self.profile: Profile = get_profile(rabbitmq_version)
         self.dead_lettering = dead_lettering
+        #: ``dead_letter_worker_publisher_confirm_timeout``: how often a quorum queue's at-least-once
+        #: dead-letter worker retries the messages it could not deliver (180 s, as RabbitMQ).
+        self.dead_letter_confirm_timeout_ms = 180_000
         self.auth = Auth(dict(users) if users is not None else {"guest": "guest"})
         self._initial_vhosts = tuple(vhosts)
         self.vhosts: dict[str, Vhost] = {}

@@ -72,18 +72,6 @@ class DeadLetters:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._reported: set[tuple[str, str]] = set()
-
-    def report_at_least_once(self, vhost: str, queue: str) -> None:
-        """Quorum ``at-least-once`` dead-lettering (``rabbit_fifo_dlx``: a discards buffer redelivered once the
-        DLX routes) is not modelled; the fake dead-letters at-most-once and records a problem, once per queue."""
-        if (vhost, queue) in self._reported:
-            return
-        self._reported.add((vhost, queue))
-        self.broker.report_problem(
-            f"queue '{queue}' in vhost '{vhost}' uses x-dead-letter-strategy at-least-once, which fakerabbit does "
-            "not support: it dead-letters at-most-once (messages the DLX cannot route are dropped, not retained)"
-        )
 
     # -- publishing side ------------------------------------------------------------------------------------
     def adopt_client_deaths(self, msg: Message) -> None:

@@ -7,9 +7,10 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from fakerabbit.broker.dlx_worker import DeadLetterWorker
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.message import Message
-from fakerabbit.broker.policy import QueueSettings
+from fakerabbit.broker.policy import Policy, QueueSettings
 from fakerabbit.clock import TimerHandle
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ class Queue:
         self.settings = settings
         self.policy_name: str | None = None
         self.operator_policy_name: str | None = None
+        #: the user and operator policy in force (a change of either is a ``policy_changed``)
+        self.policies: tuple[Policy | None, Policy | None] = (None, None)
         self.consumers: list[Consumer] = []
         self._rr = 0
         self.unacked = 0
@@ -129,6 +132,10 @@ class Queue:
         self._ttl_timer_at: int | None = None
         self._expiry_timer: TimerHandle | None = None
         self._qq_rejecting = False
+        #: at-least-once dead-lettering (quorum): the discards buffer and its worker
+        self.dlx_worker: DeadLetterWorker | None = None
+        if settings.dead_letter_strategy == "at-least-once":
+            self.dlx_worker = DeadLetterWorker(self)
 
     # -- structure ------------------------------------------------------------------------------------------
     def _set_levels(self) -> None:
@@ -198,7 +205,13 @@ class Queue:
     # -- settings -------------------------------------------------------------------------------------------
     def apply_settings(self, settings: QueueSettings) -> None:
         """New effective settings (a policy changed): applied at once, as RabbitMQ does."""
+        old = self.settings
         self.settings = settings
+        if settings.dead_letter_strategy != old.dead_letter_strategy:
+            # rabbit_fifo_dlx:update_config/4: leaving at-least-once deletes the discards
+            if self.dlx_worker is not None:
+                self.dlx_worker.close("dead-letter strategy changed")
+            self.dlx_worker = DeadLetterWorker(self) if settings.dead_letter_strategy == "at-least-once" else None
         self._set_levels()
         self.touch()
         self._drop_over_limit()
@@ -214,9 +227,18 @@ class Queue:
 
     def _over_limit(self) -> bool:
         s = self.settings
-        return (s.max_length is not None and self.ready_count > s.max_length) or (
-            s.max_length_bytes is not None and self.ready_bytes > s.max_length_bytes
+        count, size = self.ready_count, self.ready_bytes
+        if self.dlx_worker is not None:  # rabbit_fifo:is_over_limit counts the discards
+            count += self.dlx_worker.count
+            size += self.dlx_worker.bytes
+        return (s.max_length is not None and count > s.max_length) or (
+            s.max_length_bytes is not None and size > s.max_length_bytes
         )
+
+    def check_limit(self) -> None:
+        """A quorum queue over its limit with ``reject-publish`` refuses publishes until below 80 % of it."""
+        if self.is_quorum and not self._qq_rejecting and self._overflow_mode() == "reject-publish":
+            self._qq_rejecting = self._over_limit()
 
     def _overflow_mode(self) -> str:
         mode = self.settings.overflow
@@ -272,8 +294,12 @@ class Queue:
 
     def _below_soft_limit(self) -> bool:
         s = self.settings
-        ok_len = s.max_length is None or self.ready_count <= 0.8 * s.max_length
-        ok_bytes = s.max_length_bytes is None or self.ready_bytes <= 0.8 * s.max_length_bytes
+        count, size = self.ready_count, self.ready_bytes
+        if self.dlx_worker is not None:
+            count += self.dlx_worker.count
+            size += self.dlx_worker.bytes
+        ok_len = s.max_length is None or count <= 0.8 * s.max_length
+        ok_bytes = s.max_length_bytes is None or size <= 0.8 * s.max_length_bytes
         return ok_len and ok_bytes
 
     def _priority_of(self, msg: Message) -> int:
@@ -518,6 +544,8 @@ class Queue:
             if t is not None:
                 clock.cancel(t)
         self._ttl_timer = self._expiry_timer = None
+        if self.dlx_worker is not None:
+            self.dlx_worker.close("queue deleted")
         for level in self._levels:
             level.clear()
         self.ready_count = 0

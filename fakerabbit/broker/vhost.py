@@ -414,8 +414,12 @@ class Vhost:
             for m in msgs:
                 broker.events.emit("dropped", m, queue=queue.name, reason=reason, why=why)
             return
-        if queue.settings.dead_letter_strategy == "at-least-once":
-            broker.dead_letters.report_at_least_once(self.name, queue.name)
+        worker = queue.dlx_worker
+        if worker is not None:
+            # at-least-once (quorum): kept in the queue until every target queue accepted them (dlx_worker.py)
+            worker.discard(msgs, reason)
+            queue.check_limit()
+            return
         x = self.exchanges.get(dlx)
         if x is None:
             for m in msgs:
@@ -452,9 +456,14 @@ class Vhost:
         )
         q.policy_name = pol.name if pol is not None else None
         q.operator_policy_name = op.name if op is not None else None
+        changed = (pol, op) != q.policies
+        q.policies = (pol, op)
         settings = effective_settings(q.queue_type, q.arguments, pol, op, self.broker.profile)
         if settings != q.settings:
             q.apply_settings(settings)
+        if changed and q.dlx_worker is not None:
+            # rabbit_quorum_queue:policy_changed -> the dlx worker's lookup_topology: retry what is due
+            q.dlx_worker.redeliver()
 
     def reapply_policies(self) -> None:
         for q in list(self.queues.values()):

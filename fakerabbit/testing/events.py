@@ -2,24 +2,28 @@
 
 Kinds of event (``event.kind``) and their ``details``:
 
-=====================  ==================================================================================
-kind                   details
-=====================  ==================================================================================
-``published``          ``exchange``, ``routing_key``
-``routed``             ``queues``: the queues it was routed to (empty if none)
-``returned``           (mandatory and unroutable: basic.return sent)
-``unroutable``         (not mandatory and unroutable: dropped)
-``rejected-publish``   ``queue``: the queue refused it (overflow ``reject-publish``)
-``delivered``          ``queue``, ``delivery_tag`` and, for basic.consume, ``consumer_tag``
-``acked``              ``queue``
-``rejected``           ``queue``, ``requeue`` (basic.reject / basic.nack)
-``expired``            ``queue``: its TTL ran out
-``dropped-maxlen``     ``queue``: dropped from the head by ``x-max-length`` / ``x-max-length-bytes``
-``delivery-limit``     ``queue``: a quorum queue's delivery limit was exceeded
-``dead-lettered``      ``queue`` (from), ``reason``, ``exchange`` (the DLX), ``queues`` (to)
-``dropped``            ``queue``, ``reason``, ``why``: dead-lettering dropped it (no DLX, DLX missing,
-                       dead-letter cycle)
-=====================  ==================================================================================
+==========================  ==================================================================================
+kind                        details
+==========================  ==================================================================================
+``published``               ``exchange``, ``routing_key``
+``routed``                  ``queues``: the queues it was routed to (empty if none)
+``returned``                (mandatory and unroutable: basic.return sent)
+``unroutable``              (not mandatory and unroutable: dropped)
+``rejected-publish``        ``queue``: the queue refused it (overflow ``reject-publish``)
+``delivered``               ``queue``, ``delivery_tag`` and, for basic.consume, ``consumer_tag``
+``acked``                   ``queue``
+``rejected``                ``queue``, ``requeue`` (basic.reject / basic.nack)
+``expired``                 ``queue``: its TTL ran out
+``dropped-maxlen``          ``queue``: dropped from the head by ``x-max-length`` / ``x-max-length-bytes``
+``delivery-limit``          ``queue``: a quorum queue's delivery limit was exceeded
+``dead-lettered``           ``queue`` (from), ``reason``, ``exchange`` (the DLX), ``queues`` (to)
+``dropped``                 ``queue``, ``reason``, ``why``: dead-lettering dropped it (no DLX, DLX missing,
+                            dead-letter cycle; at-least-once: strategy changed, queue deleted)
+``dead-letter-buffered``    ``queue``, ``reason``: a quorum queue with at-least-once dead-lettering took it into
+                            its discards buffer
+``dead-letter-held``        ``queue``, ``reason``, ``why``: the at-least-once worker could not deliver it (DLX
+                            missing, no queue to route to, dead-letter cycle, refused by a target); it is retried
+==========================  ==================================================================================
 
 plus topology and connection events without a message (``queue-declared``, ``queue-deleted``,
 ``queue-expired``, ``exchange-declared``, ``exchange-deleted``, ``consumer-added``, ``consumer-cancelled``,
@@ -51,6 +55,8 @@ MESSAGE_KINDS = (
     "dropped-maxlen",
     "delivery-limit",
     "dead-lettered",
+    "dead-letter-buffered",
+    "dead-letter-held",
     "dropped",
 )
 

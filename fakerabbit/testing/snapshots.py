@@ -173,6 +173,8 @@ class QueueSnapshot:
     ``messages`` are the ready messages in the order consumers will get them (unacknowledged deliveries are
     counted in ``unacked_count``, not listed). ``arguments`` are the declare arguments as plain values;
     ``effective_policy`` is the merged user/operator policy definition that applies (``{}`` if none).
+    ``dead_letters_held`` counts what a quorum queue with at-least-once dead-lettering holds because it could not
+    deliver it yet (``held_dead_letters`` lists them); RabbitMQ counts them in ``messages`` but not as ready.
     """
 
     name: str
@@ -190,6 +192,8 @@ class QueueSnapshot:
     operator_policy: str | None
     effective_policy: Mapping[str, Any]
     _entries: tuple[tuple[Message, bool, int | None, int, int], ...] = field(repr=False)
+    dead_letters_held: int = 0
+    _held: tuple[Message, ...] = field(default=(), repr=False)
 
     @classmethod
     def of(cls, q: Queue) -> QueueSnapshot:
@@ -211,6 +215,8 @@ class QueueSnapshot:
             operator_policy=q.operator_policy_name,
             effective_policy=_frozen(dict(q.settings.policy_definition)),
             _entries=entries,
+            dead_letters_held=q.dlx_worker.count if q.dlx_worker is not None else 0,
+            _held=tuple(m for _, m in q.dlx_worker.messages()) if q.dlx_worker is not None else (),
         )
 
     @property
@@ -227,6 +233,12 @@ class QueueSnapshot:
     def bodies(self) -> list[bytes]:
         """The ready messages' bodies, head first."""
         return [m.body for m in self.messages]
+
+    @cached_property
+    def held_dead_letters(self) -> tuple[MessageSnapshot, ...]:
+        """At-least-once quorum queues: the dead letters held, oldest first (those the worker already tried to
+        deliver carry their ``x-death``; the others are as they died)."""
+        return tuple(MessageSnapshot.build(m, False, None, 0, 0) for m in self._held)
 
     def __repr__(self) -> str:
         return (

@@ -1,8 +1,6 @@
-"""Quorum-queue dead-lettering (at-most-once): the delivery limit (DL-6) and at-least-once (documented gap)."""
+"""Quorum-queue dead-lettering at-most-once: the delivery limit (DL-6); at-least-once is in its own file."""
 
 from __future__ import annotations
-
-import pytest
 
 from tests.conformance.conftest import Target
 from tests.conformance.dlhelpers import get, pub, ready, setup, wait_ready
@@ -50,18 +48,3 @@ def test_dl6_channel_close_counts_as_a_return(broker: Target, conn) -> None:
     wait_ready(broker, ch, dlq, 1)
     _, props, _ = get(ch, dlq)
     assert props.headers["x-death"][0]["reason"] == "delivery_limit"
-
-
-@pytest.mark.fake_only
-def test_at_least_once_is_reported_as_unsupported(broker: Target, ch) -> None:
-    """DLIM-6, DR-1 exception: at-least-once dead-lettering is not modelled; the fake dead-letters at-most-once
-    and records a problem (which the pytest plugin raises at teardown) instead of pretending."""
-    assert broker.fake is not None
-    q, dlq, _ = setup(broker, ch, "quorum", {"x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"})
-    pub(ch, q, "m")
-    method, _, _ = get(ch, q)
-    ch.basic_reject(method.delivery_tag, requeue=False)
-    assert ready(ch, dlq) == 1
-    problems = broker.fake.call(lambda: list(broker.fake.broker.problems))
-    assert len(problems) == 1 and "at-least-once" in problems[0]
-    broker.fake.call(broker.fake.broker.problems.clear)

@@ -1,0 +1,212 @@
+"""At-least-once dead-lettering of a quorum queue (``rabbit_fifo_dlx`` and ``rabbit_fifo_dlx_worker``).
+
+A quorum queue with ``x-dead-letter-strategy: at-least-once`` (effective only with a DLX and overflow
+``reject-publish``, DLIM-6) does not publish its dead letters and forget them. It keeps them in a *discards*
+buffer that counts towards its length limits, and a worker forwards them to the DLX and removes each one only
+when every queue it routes to has accepted it. What this module models, as RabbitMQ 3.10 - 4.x do:
+
+* The worker takes at most ``prefetch`` (``dead_letter_worker_consumer_prefetch``, 32) messages out of the
+  discards at a time. A message is dead-lettered (its ``x-death`` recorded, at the clock's time) when the worker
+  takes it, then routed through the DLX with the queue's dead-letter routing key or its own routing keys.
+* It is settled (gone) once every target queue accepted it. It stays *pending* when the DLX does not exist
+  (DR-1's exception), when nothing is bound (or only the queue it would cycle back to, CY-3), or when a target
+  refused it (``reject-publish`` overflow); the queues that accepted it are not sent it again.
+* Pending messages are retried when the worker's timer fires, ``dead_letter_worker_publisher_confirm_timeout``
+  (180 s) after the first message became pending and again every interval while any is pending: a message
+  that was never published is retried every time, one a target refused once its last attempt is that old.
+  A change of the queue's policy (``lookup_topology``) retries at once by the same rule. Declaring the
+  exchange or a binding alone does not: RabbitMQ's worker is not told about it.
+* The discards count in ``messages`` (management, not the ready count of ``declare-ok`` / ``get-ok``) and in
+  the queue's ``x-max-length`` / ``x-max-length-bytes``: a full buffer makes the queue refuse publishes.
+* Leaving at-least-once (a policy switches the strategy or the overflow) deletes what the buffer holds, as does
+  deleting the queue. Purging does not touch it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+from fakerabbit.clock import TimerHandle
+
+if TYPE_CHECKING:
+    from fakerabbit.broker.message import Message
+    from fakerabbit.broker.queue import Queue
+
+__all__ = ["PREFETCH", "DeadLetterWorker", "Pending"]
+
+#: ``dead_letter_worker_consumer_prefetch``: how many discards the worker holds at once.
+PREFETCH = 32
+
+
+class Pending:
+    """A dead letter the worker took and has not settled yet (``#pending{}``)."""
+
+    __slots__ = ("msg", "original_routing_keys", "published_at", "reason", "settled", "taken_at")
+
+    def __init__(self, msg: Message, reason: str, original_routing_keys: tuple[str, ...], now: int) -> None:
+        #: the dead-lettered copy (x-death recorded) as last sent to the DLX
+        self.msg = msg
+        self.reason = reason
+        self.original_routing_keys = original_routing_keys
+        #: names of the target queues that accepted it
+        self.settled: list[str] = []
+        #: virtual ms of the last attempt that reached a queue; None while it never did
+        self.published_at: int | None = None
+        self.taken_at = now
+
+
+class DeadLetterWorker:
+    """The discards buffer of one at-least-once quorum queue and the worker that forwards it."""
+
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+        #: (reason, message as it died) not yet taken by the worker, oldest first
+        self.discards: deque[tuple[str, Message]] = deque()
+        #: taken and not yet settled, by the order they were taken
+        self.pending: dict[int, Pending] = {}
+        self._next = 0
+        self.count = 0
+        self.bytes = 0
+        self._timer: TimerHandle | None = None
+        self.closed = False
+
+    # -- intake --------------------------------------------------------------------------------------------
+    def discard(self, msgs: list[Message], reason: str) -> None:
+        """``rabbit_fifo_dlx:discard/4``: buffer the messages, then let the worker take what it can."""
+        emit = self.queue.vhost.broker.events.emit
+        for m in msgs:
+            self.discards.append((reason, m))
+            self.count += 1
+            self.bytes += len(m.body)
+            emit("dead-letter-buffered", m, queue=self.queue.name, reason=reason)
+        self._checkout()
+
+    def messages(self) -> list[tuple[str, Message]]:
+        """What the buffer holds, oldest first: (reason, message) - pending ones as last sent."""
+        return [(p.reason, p.msg) for p in self.pending.values()] + list(self.discards)
+
+    # -- the worker ----------------------------------------------------------------------------------------
+    def _checkout(self) -> None:
+        while self.discards and len(self.pending) < PREFETCH and not self.closed:
+            reason, msg = self.discards.popleft()
+            self._forward(reason, msg)
+        self._maybe_set_timer()
+
+    def _forward(self, reason: str, msg: Message) -> None:
+        """``rabbit_fifo_dlx_worker:forward/6``: record the death, route, publish."""
+        q = self.queue
+        vhost = q.vhost
+        broker = vhost.broker
+        dlx = q.settings.dead_letter_exchange or ""
+        copy = broker.dead_letters.make_copy(msg, q.name, reason, dlx, q.settings.dead_letter_routing_key)
+        p = Pending(copy, reason, msg.routing_keys, broker.clock.now_ms())
+        key = self._next
+        self._next += 1
+        self.pending[key] = p
+        self._publish(key, p)
+
+    def _publish(self, key: int, p: Pending) -> None:
+        """Route ``p`` through the DLX and offer it to the target queues that have not accepted it yet."""
+        q = self.queue
+        vhost = q.vhost
+        broker = vhost.broker
+        x = vhost.exchanges.get(p.msg.exchange)
+        emit = broker.events.emit
+        if x is None:
+            why = f"dead-letter exchange '{p.msg.exchange}' missing"
+            emit("dead-letter-held", p.msg, queue=q.name, reason=p.reason, why=why)
+            return
+        is_cycle = broker.dead_letters.is_cycle
+        routed = vhost.route(x, p.msg)
+        targets = [t for t in routed if not is_cycle(p.msg, t.name, p.reason)]
+        if not targets and p.settled:
+            # the routes changed and nothing is awaited any more: one queue accepted it (mandatory semantics)
+            self._settle(key)
+            return
+        todo = [t for t in targets if t.name not in p.settled]
+        if not todo:
+            if targets:  # RabbitMQ keeps it pending too (redeliver0/5 sends nothing, acks nothing)
+                why = "delivered to every queue it routes to, but not to one it no longer routes to"
+            else:
+                why = "dead-letter cycle" if routed else "no queue to route to"
+            emit("dead-letter-held", p.msg, queue=q.name, reason=p.reason, why=why)
+            return
+        p.published_at = broker.clock.now_ms()
+        emit("dead-lettered", p.msg, queue=q.name, reason=p.reason, exchange=x.name, queues=[t.name for t in todo])
+        refused = []
+        for t in todo:
+            if t.publish(p.msg, dead_lettered=True):
+                p.settled.append(t.name)
+            else:
+                refused.append(t.name)
+        if refused:
+            emit("dead-letter-held", p.msg, queue=q.name, reason=p.reason, why=f"refused by {', '.join(refused)}")
+        else:
+            self._settle(key)
+
+    def _settle(self, key: int) -> None:
+        p = self.pending.pop(key)
+        self.count -= 1
+        self.bytes -= len(p.msg.body)
+
+    def redeliver(self) -> None:
+        """``redeliver_and_ack``: retry what is due (the timer fired, or the queue's policy changed)."""
+        if self.closed:
+            return
+        q = self.queue
+        vhost = q.vhost
+        now = vhost.broker.clock.now_ms()
+        dlx = q.settings.dead_letter_exchange or ""
+        dlrk = q.settings.dead_letter_routing_key
+        if dlx in vhost.exchanges:
+            timeout = vhost.broker.dead_letter_confirm_timeout_ms
+            for key, p in list(self.pending.items()):
+                if p.published_at is not None and p.published_at + timeout > now:
+                    continue
+                keys = (dlrk,) if dlrk is not None else p.original_routing_keys
+                if p.msg.exchange != dlx or p.msg.routing_keys != keys:
+                    p.msg = _readdressed(p.msg, dlx, keys)
+                self._publish(key, p)
+        self._checkout()
+
+    # -- timer ---------------------------------------------------------------------------------------------
+    def _maybe_set_timer(self) -> None:
+        clock = self.queue.vhost.broker.clock
+        if not self.pending or self.closed:
+            if self._timer is not None:
+                clock.cancel(self._timer)
+                self._timer = None
+            return
+        if self._timer is None:
+            self._timer = clock.call_at(
+                clock.now_ms() + self.queue.vhost.broker.dead_letter_confirm_timeout_ms, self._on_timer
+            )
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if not self.queue.deleted:
+            self.redeliver()
+
+    def close(self, why: str) -> None:
+        """The queue left at-least-once or was deleted: what the buffer holds is deleted."""
+        if self.closed:
+            return
+        self.closed = True
+        emit = self.queue.vhost.broker.events.emit
+        for reason, m in self.messages():
+            emit("dropped", m, queue=self.queue.name, reason=reason, why=why)
+        self.pending.clear()
+        self.discards.clear()
+        self.count = self.bytes = 0
+        self._maybe_set_timer()
+
+
+def _readdressed(msg: Message, exchange: str, keys: tuple[str, ...]) -> Message:
+    """The same dead letter sent to another exchange or with other routing keys (the death is not re-recorded)."""
+    from fakerabbit.broker.message import Message
+
+    new = Message(exchange, keys, msg.props, msg.body, bcc=msg.bcc, ttl_ms=msg.ttl_ms, msg_id=msg.id)
+    new.deaths = msg.deaths
+    new.first_death = msg.first_death
+    return new
