@@ -1,0 +1,151 @@
+"""Frame dispatch (``rabbit_reader:handle_frame/4``): every complete frame of a chunk of input goes to channel
+0 (:mod:`fakerabbit.protocol.channel0`) or to its channel's :class:`~fakerabbit.protocol.channel.ChannelHandler`,
+and the errors found on the way end the connection (:mod:`fakerabbit.protocol.error_handling`).
+
+These functions are :class:`~fakerabbit.protocol.connection.AMQPConnection`'s methods.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from pamqp import commands
+
+from fakerabbit.broker import errors
+from fakerabbit.protocol import erlfmt, framing
+from fakerabbit.protocol.channel import ChannelHandler
+from fakerabbit.protocol.codec import MethodDecodeError, decode_args
+from fakerabbit.protocol.erlfmt import Atom
+
+if TYPE_CHECKING:
+    from fakerabbit.protocol.connection import AMQPConnection
+
+log = logging.getLogger("fakerabbit")
+
+
+def _process(self: AMQPConnection) -> None:
+    """Handle every complete frame in the buffer, as RabbitMQ's reader handles one chunk of input.
+
+    The reader parses and assembles frames itself (framing errors, channel 0, content assembly, channel
+    counting) while channel methods run in the channel processes: they are collected here and run after the
+    reader's work on the chunk (or before a channel-0 method). So an error the reader finds wins over a hard
+    error a channel raises for an earlier frame of the same chunk; the channel's replies and soft errors
+    still go out first, as RabbitMQ's channels finish their mailboxes before the connection closes.
+    """
+    failure: errors.AMQPError | None = None
+    fatal: str | None = None
+    while not self.stopped and not self.closed and not self.blocked:
+        try:
+            frame = self.reader.next_frame()
+        except framing.FrameTooLarge as exc:
+            too_large: erlfmt.Term = (Atom("frame_too_large"), exc.size, exc.limit)
+            fatal = erlfmt.frame_error_text(exc.type, b"", too_large)
+            break
+        except framing.BadFrameEnd as exc:
+            bad_end: erlfmt.Term = (Atom("invalid_frame_end_marker"), exc.end)
+            fatal = erlfmt.frame_error_text(exc.type, exc.payload, bad_end)
+            break
+        if frame is None:
+            break
+        try:
+            self._handle_frame(frame)
+        except framing.UnknownMethod as exc:
+            self._pending.clear()
+            self._crash(str(exc))
+            return
+        except errors.AMQPError as exc:
+            failure = exc
+            break
+        except Exception as exc:  # never let a bug take the broker down
+            log.exception("internal error handling a frame")
+            self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+            failure = errors.InternalError("")
+            break
+    self._flush_pending()
+    channel_failure, self._channel_failure = self._channel_failure, None
+    self._dead_channels.clear()
+    closing, self._closing_channels = self._closing_channels, []
+    if fatal is None and failure is None and channel_failure is None:
+        # rabbit_reader answers channel_closing (then the channel sends close-ok) once it is done with the
+        # chunk; an error in the chunk closes the connection first, and no close-ok goes out
+        for ch in closing:
+            ch.send(commands.Channel.CloseOk())
+            self.channel_gone(ch.number)
+    if fatal is not None:
+        self._fatal_frame_error(fatal)
+    elif failure is not None:
+        self.handle_exception(failure)
+    elif channel_failure is not None:
+        self.handle_exception(channel_failure)
+
+
+def _flush_pending(self: AMQPConnection) -> None:
+    """Run the channel methods the reader handed on (see :meth:`_process`)."""
+    while self._pending and not self.closed:
+        ch, fn = self._pending.pop(0)
+        if ch.number in self._dead_channels or self.state == "closed":
+            continue
+        try:
+            fn()
+            if self._late:
+                self._out.extend(self._late)
+                self._late.clear()
+        except errors.AMQPError as exc:  # a hard error: this channel is dead, the connection will close
+            self._dead_channels.add(ch.number)
+            if self._channel_failure is None:
+                self._channel_failure = exc
+        except Exception as exc:  # never let a bug take the broker down
+            log.exception("internal error handling a channel method")
+            self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+            self._dead_channels.add(ch.number)
+            if self._channel_failure is None:
+                self._channel_failure = errors.InternalError("")
+
+
+def _handle_frame(self: AMQPConnection, frame: framing.RawFrame) -> None:
+    """``rabbit_reader:handle_frame/4``."""
+    ftype, channel, payload = frame.type, frame.channel, frame.payload
+    if self.state == "closed":
+        if channel == 0 and ftype == framing.FRAME_METHOD and len(payload) >= 4:
+            cls = framing.method_class(payload)
+            try:
+                method = decode_args(cls, payload[4:])
+            except MethodDecodeError:
+                return
+            if isinstance(method, commands.Connection.Close):
+                self.send(0, commands.Connection.CloseOk())
+            elif isinstance(method, commands.Connection.CloseOk):
+                self.abort(graceful=True)
+        return
+    if channel == 0:
+        if ftype == framing.FRAME_METHOD and len(payload) >= 4:
+            self._method0(payload)
+        elif ftype == framing.FRAME_HEARTBEAT and not payload:
+            return
+        elif ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12):
+            raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+        else:
+            raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame")))
+        return
+    if self.state != "running":
+        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+    if ftype == framing.FRAME_METHOD and len(payload) >= 4:
+        framing.method_class(payload)  # unknown ids: the reader crashes before the channel sees it
+    elif ftype == framing.FRAME_HEARTBEAT and not payload:
+        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+    elif not (ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12)):
+        raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame")))
+    ch = self.channels.get(channel)
+    if ch is None:
+        if len(self.channels) >= self.channel_max:
+            raise errors.NotAllowed(
+                f"number of channels opened ({len(self.channels)}) has reached the negotiated "
+                f"channel_max ({self.channel_max})"
+            )
+        ch = self.channels[channel] = ChannelHandler(self, channel)
+    deferred = ch.handle_frame(ftype, payload)
+    if deferred is not None:
+        self._pending.append((ch, deferred))
+    if ftype != framing.FRAME_METHOD and not self.closed:
+        self.publish_received()
