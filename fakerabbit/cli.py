@@ -61,6 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="import RabbitMQ definitions (exported JSON) at start, like RabbitMQ's load_definitions",
     )
     serve.add_argument(
+        "--dead-letter-retry-interval",
+        type=float,
+        default=180.0,
+        metavar="SECONDS",
+        help="how often a quorum queue's at-least-once dead-letter worker retries what it could not deliver "
+        "(RabbitMQ's dead_letter_worker_publisher_confirm_timeout; default 180)",
+    )
+    serve.add_argument(
         "--no-events",
         action="store_true",
         help="do not record the event log (rabbit.events, `fakerabbit ctl events`): a little faster per message",
@@ -128,6 +136,7 @@ async def _serve(args: argparse.Namespace) -> int:
         rabbitmq_version=args.rabbitmq_version,
         management=not args.no_management,
         management_port=args.management_port,
+        dead_letter_retry_interval=args.dead_letter_retry_interval,
     )
     try:
         await rabbit.start_async()

@@ -127,6 +127,9 @@ class FakeRabbit(TestingAPI):
         rabbitmq_version: which RabbitMQ to behave like ("3.12", "3.13", "4.0", "4.3"); default the newest.
         start_time: the virtual clock's start (default: now).
         dead_lettering: ``False`` turns dead-lettering off (messages that would be dead-lettered are dropped).
+        dead_letter_retry_interval: seconds between the retries of a quorum queue's at-least-once dead-letter
+            worker (RabbitMQ's ``dead_letter_worker_publisher_confirm_timeout``, default 180 s). See
+            ``docs/dead-lettering.md``.
         management: serve the RabbitMQ-compatible management HTTP API (``rabbit.management_url``).
         management_port: its TCP port; 0 (default) picks a free one.
         memory_high_watermark: bytes of message bodies held (ready + unacknowledged) above which the memory alarm
@@ -145,6 +148,7 @@ class FakeRabbit(TestingAPI):
         rabbitmq_version: str | None = None,
         start_time: datetime | None = None,
         dead_lettering: bool = True,
+        dead_letter_retry_interval: float = 180.0,
         memory_high_watermark: int | None = None,
         management: bool = False,
         management_port: int = 0,
@@ -160,6 +164,9 @@ class FakeRabbit(TestingAPI):
             vhosts=vhosts,
             dead_lettering=dead_lettering,
         )
+        if dead_letter_retry_interval <= 0:
+            raise ValueError("dead_letter_retry_interval must be positive")
+        self.broker.dead_letter_confirm_timeout_ms = round(dead_letter_retry_interval * 1000)
         self.server = Server(self.broker)
         self.server.alarms.memory_high_watermark = memory_high_watermark
         self._thread: threading.Thread | None = None

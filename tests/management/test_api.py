@@ -132,6 +132,26 @@ def test_delete_queue_if_empty(api: Api) -> None:
     assert api.request("DELETE", path + "?if-unused=true").status == 204
 
 
+def test_quorum_queue_counts_held_dead_letters_in_messages(api: Api) -> None:
+    """At-least-once dead letters the queue could not deliver (DLX "" back to itself: a cycle) are in
+    ``messages`` and ``messages_dlx``, not in ``messages_ready``; purging leaves them."""
+    name = api.name()
+    args = {
+        "x-queue-type": "quorum",
+        "x-dead-letter-exchange": "",
+        "x-dead-letter-strategy": "at-least-once",
+        "x-overflow": "reject-publish",
+    }
+    api.request("PUT", f"/api/queues/%2F/{q(name)}", {"durable": True, "arguments": args})
+    for i in range(2):
+        api.request("POST", "/api/exchanges/%2F/amq.default/publish", _msg(name, f"m{i}", expiration="0"))
+    body = api.queue(name, lambda b: b.get("messages_dlx") == 2)
+    assert (body["messages"], body["messages_ready"], body["messages_unacknowledged"]) == (2, 0, 0)
+    assert (body["messages_dlx"], body["message_bytes_dlx"], body["message_bytes"]) == (2, 4, 4)
+    assert api.request("DELETE", f"/api/queues/%2F/{q(name)}/contents").status == 204
+    assert api.queue(name, lambda b: b.get("messages_dlx") == 2)["messages"] == 2
+
+
 def test_purge_contents(api: Api) -> None:
     name = api.name()
     api.request("PUT", f"/api/queues/%2F/{q(name)}", {})
