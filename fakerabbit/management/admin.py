@@ -9,7 +9,7 @@ from typing import Any
 from fakerabbit.broker import errors
 from fakerabbit.broker.broker import ConnectionInfo
 from fakerabbit.broker.policy import PolicyError
-from fakerabbit.clock import VirtualClock
+from fakerabbit.clock import FollowingClock, VirtualClock
 from fakerabbit.management.core import (
     Ctx,
     bad_request,
@@ -327,14 +327,21 @@ def post_definitions(ctx: Ctx) -> Response:
 
 # -- fakerabbit's own: clock, reset, events ----------------------------------------------------------------------------
 def _clock_json(ctx: Ctx) -> dict[str, Any]:
+    """``type`` names the clock as ``FakeRabbit(clock=...)`` does: ``virtual``, ``frozen`` (follows freezegun /
+    time-machine) or ``system``. Only the system clock keeps its timers on the event loop, uncounted."""
     clock = ctx.rabbit.clock
-    virtual = isinstance(clock, VirtualClock)
     now_ms = clock.now_ms()
+    if isinstance(clock, VirtualClock):
+        kind, pending = "virtual", clock.pending()
+    elif isinstance(clock, FollowingClock):
+        kind, pending = "frozen", clock.pending()
+    else:
+        kind, pending = "system", None
     return {
-        "type": "virtual" if virtual else "system",
+        "type": kind,
         "now": datetime.fromtimestamp(now_ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z"),
         "now_ms": now_ms,
-        "pending_timers": clock.pending() if isinstance(clock, VirtualClock) else None,
+        "pending_timers": pending,
     }
 
 
@@ -344,6 +351,10 @@ def get_clock(ctx: Ctx) -> Response:
 
 def advance_clock(ctx: Ctx) -> Response:
     clock = ctx.rabbit.clock
+    if isinstance(clock, FollowingClock):
+        raise bad_request(
+            "the clock follows the test's time library (clock='frozen'): move time with freezegun or time-machine"
+        )
     if not isinstance(clock, VirtualClock):
         raise bad_request("the clock is the system clock; start fakerabbit with --clock virtual to control time")
     body = ctx.object_body()

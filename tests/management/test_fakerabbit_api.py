@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import aio_pika
 import pika
 import pytest
+from freezegun import freeze_time
 
 from fakerabbit import FakeRabbit
 from fakerabbit.management.definitions import password_hash
@@ -72,6 +73,19 @@ def test_system_clock_cannot_be_advanced() -> None:
         a = req(r, "POST", "/api/fakerabbit/clock/advance", {"seconds": 1})
         assert a.status == 400 and "--clock virtual" in a.reason
         assert req(r, "GET", "/api/fakerabbit/clock").body["type"] == "system"
+
+
+def test_frozen_clock_is_reported_as_frozen_and_follows_freezegun() -> None:
+    with freeze_time("2030-06-01") as frozen, FakeRabbit(management=True, clock="frozen") as r:
+        req(r, "PUT", "/api/queues/%2F/work", {"arguments": {"x-message-ttl": 30000}})
+        publish(r, "work", "waits for the frozen time to move")
+        clock = req(r, "GET", "/api/fakerabbit/clock").body
+        assert clock == {"type": "frozen", "now": "2030-06-01T00:00:00Z", "now_ms": 1906502400000, "pending_timers": 1}
+        frozen.tick(30)
+        assert req(r, "GET", "/api/fakerabbit/clock").body["now"] == "2030-06-01T00:00:30Z"
+        assert req(r, "GET", "/api/overview").body["fakerabbit"]["clock"]["type"] == "frozen"
+        a = req(r, "POST", "/api/fakerabbit/clock/advance", {"seconds": 1})
+        assert a.status == 400 and "freezegun" in a.reason and "system clock" not in a.reason
 
 
 def test_reset_drops_state_and_connections(rabbit: FakeRabbit) -> None:
