@@ -325,7 +325,9 @@ def put_exchange(ctx: Ctx) -> Response:
     if name == "" or name.startswith("amq."):
         raise access_refused()
     if type_ not in ExchangeType.__members__.values():
-        raise bad_request(f"invalid exchange type '{type_}'")
+        # rabbit_exchange:check_type/1: "unknown" when no atom of that name exists in the node, "invalid" when one
+        # does but names no exchange type - which depends on the node's history; a fresh node says "unknown"
+        raise bad_request(f"unknown exchange type '{type_}'")
     existed = name in v.exchanges
     try:
         v.declare_exchange(
