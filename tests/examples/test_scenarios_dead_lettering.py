@@ -4,7 +4,7 @@ Each ```python block of the doc whose first line is ``# test_<name>.py`` is a co
 to a temporary directory and run by pytest in a subprocess (pytester) with the fakerabbit plugin, so the docs
 cannot drift from tested code. Scenario 1 (reject/nack/TTL/max-length into a DLX, with and without a DLRK, a
 policy DLX overridden by an argument) is ``test_dead_letter_basics.py``; scenario 3 (retry with back-off) is
-``test_retry_backoff.py``.
+``test_retry_backoff.py``; quorum at-least-once dead-lettering is ``test_at_least_once.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def examples() -> list[tuple[str, str]]:
 
 def test_the_doc_has_both_scenarios() -> None:
     names = [name for name, _ in examples()]
-    assert names == ["test_dead_letter_basics.py", "test_retry_backoff.py"]
+    assert names == ["test_dead_letter_basics.py", "test_retry_backoff.py", "test_at_least_once.py"]
 
 
 @pytest.mark.parametrize(("name", "body"), examples(), ids=[n for n, _ in examples()])
