@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from fakerabbit.broker.session import Session
 
 
+#: How many problem lines :attr:`Broker.problems` keeps (older ones are counted, not kept).
+MAX_PROBLEMS = 1000
+
+
 @dataclass(slots=True, eq=False)
 class ConnectionInfo:
     """A client connection as the broker sees it."""
@@ -68,6 +72,8 @@ class Broker:
         #: What the fake does not support or a client did wrong (540/541, protocol errors 501-505), as
         #: readable lines; the pytest plugin fails the test with them at teardown.
         self.problems: list[str] = []
+        self._problems_folded = 0
+        self._fold_line = ""
         self.dead_letters = DeadLetters(self)
         self.reply_sessions: dict[str, Session] = {}
         self.connections: dict[int, ConnectionInfo] = {}
@@ -151,8 +157,24 @@ class Broker:
 
     # -- test support ---------------------------------------------------------------------------------------
     def report_problem(self, text: str) -> None:
-        """Record something unsupported or a client's protocol violation (see :attr:`problems`)."""
-        self.problems.append(text)
+        """Record something unsupported or a client's protocol violation (see :attr:`problems`).
+
+        A standalone server nobody reads the problems of must not grow without bound: past
+        :data:`MAX_PROBLEMS` the oldest are folded into one line that counts them.
+        """
+        problems = self.problems
+        problems.append(text)
+        if len(problems) > MAX_PROBLEMS:
+            folded = 0
+            if problems[0] is self._fold_line:  # (the list may have been cleared since)
+                folded = self._problems_folded
+                del problems[0]
+            while len(problems) >= MAX_PROBLEMS:
+                del problems[0]
+                folded += 1
+            self._problems_folded = folded
+            self._fold_line = f"... {folded} earlier problem(s) not kept"
+            problems.insert(0, self._fold_line)
 
     def reset(self) -> None:
         """Back to a fresh node: every vhost emptied and re-created with its predeclared exchanges."""

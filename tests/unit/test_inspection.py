@@ -337,3 +337,18 @@ def test_problems_and_reset(rabbit: FakeRabbit, client: Client) -> None:
     rabbit.broker.report_problem("again")
     rabbit.reset()
     assert rabbit.queues() == [] and len(rabbit.events) == 0 and rabbit.problems == []
+
+
+def test_problems_are_bounded(rabbit: FakeRabbit) -> None:
+    from fakerabbit.broker.broker import MAX_PROBLEMS
+
+    for i in range(MAX_PROBLEMS + 5):
+        rabbit.broker.report_problem(f"p{i}")
+    problems = rabbit.problems
+    assert len(problems) == MAX_PROBLEMS
+    assert problems[0] == "... 6 earlier problem(s) not kept"
+    assert problems[1] == "p6" and problems[-1] == f"p{MAX_PROBLEMS + 4}"
+    rabbit.clear_problems()
+    for i in range(MAX_PROBLEMS + 1):
+        rabbit.broker.report_problem(f"again {i}")
+    assert rabbit.problems[:2] == ["... 2 earlier problem(s) not kept", "again 2"]
