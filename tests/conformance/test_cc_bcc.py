@@ -64,6 +64,19 @@ def test_ss3_each_queue_gets_one_copy(broker: Target, ch) -> None:
     assert drain(ch, q) == [b"m"]
 
 
+def test_mi4_default_exchange_routes_every_key_to_its_queue_once(broker: Target, ch) -> None:
+    """MI-4: the default exchange routes the routing key and every CC/BCC key to the queue of that name,
+    deduplicated; a key naming no queue routes nowhere (and does not make the publish unroutable)."""
+    q1, q2, nobody = broker.name("q1"), broker.name("q2"), broker.name("nobody")
+    for n in (q1, q2):
+        declare(ch, n)
+    ch.confirm_delivery()
+    ch.basic_publish("", q1, b"m", pika.BasicProperties(headers={"CC": [q2, nobody, q1], "BCC": [q2]}), mandatory=True)
+    quiet(broker)
+    assert drain(ch, q1) == [b"m"]
+    assert drain(ch, q2) == [b"m"]
+
+
 @pytest.mark.parametrize("xtype", ["fanout", "headers"])
 def test_ss5_fanout_and_headers_ignore_cc(broker: Target, ch, xtype: str) -> None:
     """SS-5: fanout and headers exchanges route as usual; CC keys add nothing."""

@@ -165,8 +165,8 @@ def test_legacy_repeat_death_sorts_and_counts(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("3.13")
 def test_mc_wire_layout(broker: Target, ch) -> None:
-    """XD-2, DM-3, DM-5, XF-2 (MC, ≥3.13): ``original-expiration`` first, headers sorted, CC kept with a DLRK,
-    ``x-last-death-*`` present."""
+    """XD-2, DM-3, DM-5, XF-2, XF-3 (MC, ≥3.13): ``original-expiration`` first, headers sorted, CC kept with a
+    DLRK, ``x-last-death-*`` present: x-death, the six death headers and the original headers except BCC."""
     q, d1, d2 = broker.name("q"), broker.name("d1"), broker.name("d2")
     declare(ch, q, x_dead_letter_exchange="", x_dead_letter_routing_key=d1)
     declare(ch, d1, x_dead_letter_exchange="", x_dead_letter_routing_key=d2)
