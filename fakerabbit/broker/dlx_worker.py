@@ -42,13 +42,14 @@ PREFETCH = 32
 class Pending:
     """A dead letter the worker took and has not settled yet (``#pending{}``)."""
 
-    __slots__ = ("msg", "original_routing_keys", "published_at", "reason", "settled", "taken_at")
+    __slots__ = ("msg", "original", "published_at", "reason", "settled", "taken_at")
 
-    def __init__(self, msg: Message, reason: str, original_routing_keys: tuple[str, ...], now: int) -> None:
+    def __init__(self, msg: Message, reason: str, original: Message, now: int) -> None:
         #: the dead-lettered copy (x-death recorded) as last sent to the DLX
         self.msg = msg
         self.reason = reason
-        self.original_routing_keys = original_routing_keys
+        #: the message as it died (what the queue's discards hold, and get back if the worker restarts)
+        self.original = original
         #: names of the target queues that accepted it
         self.settled: list[str] = []
         #: virtual ms of the last attempt that reached a queue; None while it never did
@@ -100,7 +101,7 @@ class DeadLetterWorker:
         broker = vhost.broker
         dlx = q.settings.dead_letter_exchange or ""
         copy = broker.dead_letters.make_copy(msg, q.name, reason, dlx, q.settings.dead_letter_routing_key)
-        p = Pending(copy, reason, msg.routing_keys, broker.clock.now_ms())
+        p = Pending(copy, reason, msg, broker.clock.now_ms())
         key = self._next
         self._next += 1
         self.pending[key] = p
@@ -164,10 +165,24 @@ class DeadLetterWorker:
             for key, p in list(self.pending.items()):
                 if p.published_at is not None and p.published_at + timeout > now:
                     continue
-                keys = (dlrk,) if dlrk is not None else p.original_routing_keys
+                keys = (dlrk,) if dlrk is not None else p.original.routing_keys
                 if p.msg.exchange != dlx or p.msg.routing_keys != keys:
                     p.msg = _readdressed(p.msg, dlx, keys)
                 self._publish(key, p)
+        self._checkout()
+
+    def restart(self) -> None:
+        """The node restarted: a new worker starts. What the old one had taken goes back to the discards, in
+        order, as it died (the copies are lost), and is taken again at once: dead-lettered anew, at the
+        current time, through the current topology (``rabbit_fifo_dlx`` checkout by a new consumer)."""
+        if self.closed:
+            return
+        back = [(p.reason, p.original) for p in self.pending.values()]
+        self.pending.clear()
+        self.discards.extendleft(reversed(back))
+        if self._timer is not None:
+            self.queue.vhost.broker.clock.cancel(self._timer)
+            self._timer = None
         self._checkout()
 
     # -- timer ---------------------------------------------------------------------------------------------

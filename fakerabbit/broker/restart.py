@@ -1,10 +1,10 @@
 """What survives a node restart: durable exchanges, durable queues, their bindings, persistent messages.
 
 RabbitMQ keeps on disk the durable exchanges and queues and the bindings between them, every message of a
-quorum queue, and the persistent (``delivery_mode=2``) messages of a durable classic queue. Everything else is
-gone after a restart: transient and exclusive queues with their messages, transient exchanges, transient
-messages, consumers, channels and connections. Policies, users and vhosts survive (they live in the metadata
-store).
+quorum queue (with the dead letters an at-least-once quorum queue holds), and the persistent
+(``delivery_mode=2``) messages of a durable classic queue. Everything else is gone after a restart: transient and
+exclusive queues with their messages, transient exchanges, transient messages, consumers, channels and
+connections. Policies, users and vhosts survive (they live in the metadata store).
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ def _restart_vhost(v: Vhost) -> None:
     v._pseudo.clear()
     for q in v.queues.values():
         _keep_persistent(q)
+    for q in list(v.queues.values()):
+        if q.dlx_worker is not None:  # quorum at-least-once: the discards survive; a new worker takes them
+            q.dlx_worker.restart()
 
 
 def _survives(q: Queue, e: Entry) -> bool:

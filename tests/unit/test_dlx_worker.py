@@ -163,3 +163,18 @@ def test_retry_interval_option() -> None:
     assert FakeRabbit().broker.dead_letter_confirm_timeout_ms == 180_000
     with pytest.raises(ValueError, match="positive"):
         FakeRabbit(dead_letter_retry_interval=0)
+
+
+def test_a_restart_gives_a_new_worker_that_dead_letters_again_at_once() -> None:
+    """The discards survive a restart; what the old worker had taken is taken again by the new one at start:
+    dead-lettered anew (death time = restart time) through the topology as it is then."""
+    from fakerabbit.broker.restart import restart_broker
+
+    b, clock, v, q = setup(**{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "later"})
+    v.dead_letter(q, [msg(b"a", msg_id=1), msg(b"b", msg_id=2)], "rejected")
+    clock.advance(30)
+    later = declare(v, "later")
+    restart_broker(b)
+    assert [e.msg.body for e in later.ready_entries()] == [b"a", b"b"]
+    assert [death_time(e.msg) for e in later.ready_entries()] == [T0 + 30, T0 + 30]
+    assert q.dlx_worker is not None and q.dlx_worker.count == 0
