@@ -10,6 +10,10 @@ again (``rabbit_reader``'s ``control_throttle``).
 fakerabbit measures "memory" as the bytes of message bodies it holds (ready and unacknowledged), so a test can
 set ``FakeRabbit(memory_high_watermark=...)`` to a number of bytes and watch publishers get blocked. A test can
 also raise and clear an alarm directly with :meth:`ResourceAlarms.set_alarm`.
+
+``rabbit.block(reason)`` / ``rabbit.unblock()`` (:meth:`ResourceAlarms.block`) is an alarm too, with the test's
+reason: every connection that publishes while it is on is blocked, including connections opened after the call.
+Unlike a real alarm it also tells the connections open at the call at once, before they publish.
 """
 
 from __future__ import annotations
@@ -31,14 +35,34 @@ class ResourceAlarms:
         self.memory_high_watermark = memory_high_watermark
         self.active: set[str] = set()
         self._forced: set[str] = set()
+        #: The reason given to ``rabbit.block()`` while it is in effect, else None.
+        self.injected: str | None = None
 
     @property
     def blocking(self) -> bool:
-        return bool(self.active)
+        return bool(self.active) or self.injected is not None
 
     def reason(self) -> str:
-        """``rabbit_reader:blocked_by_message/1``."""
+        """``rabbit_reader:blocked_by_message/1`` (or the reason given to ``rabbit.block()``)."""
+        if self.injected is not None:
+            return self.injected
         return "low on " + " & ".join(r for r in RESOURCES if r in self.active)
+
+    def block(self, reason: str) -> None:
+        """``rabbit.block()``: an alarm with ``reason`` until :meth:`unblock`. Running connections that announced
+        the ``connection.blocked`` capability are told at once; any connection that publishes while it is on,
+        opened before or after, is blocked as under a memory alarm (told, if not told yet, and no longer read)."""
+        self.injected = reason
+        for conn in list(self.server.connections):
+            conn.set_blocked(True, reason)
+            conn.control_throttle()
+
+    def unblock(self) -> None:
+        """``rabbit.unblock()``: lift :meth:`block`; connections go on once no real alarm is left either."""
+        if self.injected is None:
+            return
+        self.injected = None
+        self._changed()
 
     def set_alarm(self, resource: str = "memory", active: bool = True) -> None:
         """Raise or clear an alarm by hand (as ``rabbitmqctl set_vm_memory_high_watermark`` would cause).
@@ -80,5 +104,8 @@ class ResourceAlarms:
         else:
             self.active.discard(resource)
         if self.active != before:
-            for conn in list(self.server.connections):
-                conn.control_throttle()
+            self._changed()
+
+    def _changed(self) -> None:
+        for conn in list(self.server.connections):
+            conn.control_throttle()

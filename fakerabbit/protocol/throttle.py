@@ -19,10 +19,20 @@ if TYPE_CHECKING:
 
 
 def set_blocked(self: AMQPConnection, blocked: bool, reason: str) -> None:
-    """Fault injection: tell the client it is blocked / unblocked (nothing is held back)."""
-    if self.blocked_capable and not self.closing and self.state == "running":
-        self.send(0, commands.Connection.Blocked(reason) if blocked else commands.Connection.Unblocked())
-        self.server.flush()
+    """Fault injection (``rabbit.block()``): tell the client at once, whether or not it has published, that it is
+    blocked (or, if it was told so and is not held back, unblocked). Publishing is held back by the alarm
+    (:func:`publish_received`), not here."""
+    if not self.blocked_capable or self.closing or self.state != "running":
+        return
+    if blocked and not self.blocked_sent:
+        self.send(0, commands.Connection.Blocked(reason))
+        self.blocked_sent = True
+    elif not blocked and self.blocked_sent and not self.blocked:
+        self.send(0, commands.Connection.Unblocked())
+        self.blocked_sent = False
+    else:
+        return
+    self.server.flush()
 
 
 def publish_received(self: AMQPConnection) -> None:
@@ -46,6 +56,8 @@ def control_throttle(self: AMQPConnection) -> None:
             self.transport.resume_reading()
         self._last_recv = real_monotonic()
         self._process()
+    elif not self.blocked and self.blocked_sent and not self.server.alarms.blocking:
+        self.set_blocked(False, "")  # told by rabbit.block() without ever publishing
     elif not self.blocked:
         self._maybe_block()
 

@@ -229,23 +229,21 @@ class TestingAPI:
         self._look(do)
 
     def block(self, reason: str = "low on memory") -> None:
-        """Send ``connection.blocked`` to every open connection that supports it (as a memory or disk alarm
-        does). Connections opened afterwards are not notified; publishing is not actually held back."""
-        self._notify_blocked(True, reason)
+        """Raise a resource alarm (as a memory or disk alarm does) until :meth:`unblock`.
+
+        Open connections that announced the ``connection.blocked`` capability get ``connection.blocked`` with
+        ``reason`` at once. Any connection that publishes while the alarm is on, including one opened after this
+        call, is blocked as RabbitMQ blocks publishers: it gets ``connection.blocked`` (if it announced the
+        capability and was not told yet) and the broker stops reading it, so what it sends next waits.
+        :meth:`reset` lifts the alarm too."""
+        self._look(lambda: self.server.alarms.block(reason))
 
     def unblock(self) -> None:
-        """Send ``connection.unblocked`` to every open connection that supports it."""
-        self._notify_blocked(False, "")
+        """Clear the alarm :meth:`block` raised: blocked connections get ``connection.unblocked`` (those that
+        announced the capability) and are read again; what they sent meanwhile is handled in order."""
+        self._look(self.server.alarms.unblock)
 
     # -- helpers --------------------------------------------------------------------------------------------
-    def _notify_blocked(self, blocked: bool, reason: str) -> None:
-        def do() -> None:
-            for info in list(self.broker.connections.values()):
-                if info.blocked is not None:
-                    info.blocked(blocked, reason)
-
-        self._look(do)
-
     def _select(self, where: ConnectionFilter | None) -> list[ConnectionInfo]:
         infos = list(self.broker.connections.values())
         if where is None:

@@ -108,6 +108,63 @@ def test_block_and_unblock(fakerabbit: FakeRabbit, conn: pika.BlockingConnection
     assert seen == ["blocked:low on disk", "unblocked"]
 
 
+def blocked_log(conn: pika.BlockingConnection) -> list[str]:
+    seen: list[str] = []
+    conn.add_on_connection_blocked_callback(lambda _c, frame: seen.append(f"blocked:{frame.method.reason}"))
+    conn.add_on_connection_unblocked_callback(lambda _c, _frame: seen.append("unblocked"))
+    return seen
+
+
+def test_block_holds_back_a_connection_opened_later_once_it_publishes(
+    fakerabbit: FakeRabbit, fakerabbit_url: str
+) -> None:
+    fakerabbit.block("low on disk")
+    later = connect(fakerabbit_url)
+    seen = blocked_log(later)
+    ch = later.channel()
+    ch.queue_declare("jobs")
+    assert seen == []  # as under a memory alarm, a connection is told when it publishes (declare-ok came after)
+    ch.basic_publish("", "jobs", b"held")
+    pump_until(later, lambda: len(seen) == 1)
+    assert seen == ["blocked:low on disk"]
+    assert fakerabbit.queue("jobs").message_count == 0  # the broker stopped reading this connection
+    fakerabbit.unblock()
+    pump_until(later, lambda: len(seen) == 2)
+    assert seen == ["blocked:low on disk", "unblocked"]
+    assert fakerabbit.queue("jobs").bodies == [b"held"]  # read again: the held publish went in
+    later.close()
+
+
+def test_block_holds_back_a_connection_told_at_the_call_when_it_publishes(
+    fakerabbit: FakeRabbit, conn: pika.BlockingConnection
+) -> None:
+    seen = blocked_log(conn)
+    ch = conn.channel()
+    ch.queue_declare("jobs")
+    fakerabbit.block()
+    pump_until(conn, lambda: len(seen) == 1)
+    ch.basic_publish("", "jobs", b"held")
+    assert fakerabbit.queue("jobs").message_count == 0
+    fakerabbit.unblock()
+    pump_until(conn, lambda: len(seen) == 2)
+    assert seen == ["blocked:low on memory", "unblocked"]  # told once, however much it publishes
+    assert fakerabbit.queue("jobs").bodies == [b"held"]
+
+
+def test_reset_lifts_block(fakerabbit: FakeRabbit, fakerabbit_url: str) -> None:
+    fakerabbit.block()
+    fakerabbit.reset()
+    later = connect(fakerabbit_url)
+    seen = blocked_log(later)
+    ch = later.channel()
+    ch.queue_declare("jobs")
+    ch.basic_publish("", "jobs", b"free")
+    assert fakerabbit.queue("jobs").bodies == [b"free"]
+    ch.queue_declare("jobs", passive=True)  # a round trip after the publish: a blocked frame would be in by now
+    assert seen == []
+    later.close()
+
+
 async def test_aio_pika_robust_connection_recovers(fakerabbit: FakeRabbit, fakerabbit_url: str) -> None:
     connection = await aio_pika.connect_robust(fakerabbit_url, reconnect_interval=0.05)
     reconnected = asyncio.Event()
