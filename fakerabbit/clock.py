@@ -138,6 +138,10 @@ class TimerHandle:
         return (self.when_ms, self._seq) < (other.when_ms, other._seq)
 
 
+_Timer = tuple[int, int, TimerHandle]
+"""A heap entry: ``(when_ms, seq, handle)``, ordered by deadline, then by scheduling order (compared in C)."""
+
+
 class Clock(Protocol):
     """What the broker needs from a clock."""
 
@@ -177,7 +181,7 @@ class _TimerClock:
     """
 
     def __init__(self) -> None:
-        self._timers: list[TimerHandle] = []
+        self._timers: list[_Timer] = []  # a heap, changed in place only (the firing loop holds on to it)
         self._seq = itertools.count()
         self._lock = threading.RLock()
         self._runner: Runner | None = None
@@ -192,8 +196,9 @@ class _TimerClock:
     def call_at(self, when_ms: int, fn: Callable[[], None]) -> TimerHandle:
         """Schedule ``fn`` at ``when_ms`` (used by the broker)."""
         with self._lock:
-            handle = TimerHandle(when_ms, fn, next(self._seq))
-            heapq.heappush(self._timers, handle)
+            seq = next(self._seq)
+            handle = TimerHandle(when_ms, fn, seq)
+            heapq.heappush(self._timers, (when_ms, seq, handle))
             return handle
 
     def cancel(self, handle: TimerHandle) -> None:
@@ -205,7 +210,7 @@ class _TimerClock:
         with self._lock:
             self._cancelled += 1
             if self._cancelled > 256 and 2 * self._cancelled > len(self._timers):
-                self._timers = [t for t in self._timers if not t.cancelled]
+                self._timers[:] = [t for t in self._timers if not t[2].cancelled]
                 heapq.heapify(self._timers)
                 self._cancelled = 0
 
@@ -222,12 +227,12 @@ class _TimerClock:
     def pending(self) -> int:
         """How many timers are scheduled (cancelled ones excluded)."""
         with self._lock:
-            return sum(1 for t in self._timers if not t.cancelled)
+            return sum(1 for t in self._timers if not t[2].cancelled)
 
     def next_deadline(self) -> datetime | None:
         """When the next timer falls due, or None."""
         with self._lock:
-            live = [t.when_ms for t in self._timers if not t.cancelled]
+            live = [when for when, _, handle in self._timers if not handle.cancelled]
         return _ms_to_dt(min(live)) if live else None
 
     def clear_timers(self) -> None:
@@ -267,16 +272,17 @@ class _TimerClock:
         gc_was_enabled = gc.isenabled()
         if gc_was_enabled:
             gc.disable()
+        timers, lock, pop = self._timers, self._lock, heapq.heappop
         try:
             while True:
-                with self._lock:
-                    while self._timers and self._timers[0].cancelled:
-                        heapq.heappop(self._timers)
+                with lock:
+                    while timers and timers[0][2].cancelled:
+                        pop(timers)
                         self._cancelled = max(0, self._cancelled - 1)
-                    if not self._timers or self._timers[0].when_ms > target_ms:
+                    if not timers or timers[0][0] > target_ms:
                         break
-                    handle = heapq.heappop(self._timers)
-                    self._firing_at = self._moved_to(handle.when_ms)
+                    when, _, handle = pop(timers)
+                    self._firing_at = self._moved_to(when)
                 handle.fn()
                 fired += 1
         finally:
@@ -330,7 +336,8 @@ class VirtualClock(_TimerClock):
         return self.advance_to(when)
 
     def _moved_to(self, when_ms: int) -> int:
-        self._now = max(self._now, when_ms)
+        if when_ms > self._now:
+            self._now = when_ms
         return self._now
 
     def reset(self, start: datetime | None = None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -43,6 +43,7 @@ ROUTED: Final = EventKind("routed", "queues")
 DELIVERED: Final = EventKind("delivered", "queue", "consumer_tag", "delivery_tag")
 DELIVERED_GET: Final = EventKind("delivered", "queue", "delivery_tag")
 ACKED: Final = EventKind("acked", "queue")
+EXPIRED: Final = EventKind("expired", "queue")
 
 # A stored record is a plain tuple: (kind, time_ms, message_id, details dict) from emit(), or (kind, time_ms,
 # message_id, values, names) from record(). No Event, and with record() no dict, is built until the log is read.
@@ -84,6 +85,14 @@ class EventLog:
         """Record an event of ``kind`` whose details are ``values``, in the order of ``kind.names``."""
         if self.enabled:
             self._events.append((kind.kind, self._now_ms(), message_id, values, kind.names))
+
+    def record_each(self, kind: EventKind, messages: Iterable[Message], *values: Any) -> None:
+        """Record one event of ``kind`` per message, all at the same time and with the same ``values`` (one
+        tuple shared by every record: expiring 100,000 messages at once records 100,000 events)."""
+        if self.enabled:
+            now, name, names, append = self._now_ms(), kind.kind, kind.names, self._events.append
+            for m in messages:
+                append((name, now, m.id, values, names))
 
     def clear(self) -> None:
         self._events.clear()

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker.dlx_worker import DeadLetterWorker
+from fakerabbit.broker.events import EXPIRED
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.policy import Policy, QueueSettings
@@ -333,12 +334,12 @@ class Queue:
             expired: list[Message] = []
             size = 0
             while level:
-                e = level[0]
-                if e.expires_at is None or e.expires_at > now:
+                at = level[0].expires_at
+                if at is None or at > now:
                     break
-                level.popleft()
-                expired.append(e.msg)
-                size += len(e.msg.body)
+                m = level.popleft().msg
+                expired.append(m)
+                size += len(m.body)
             self.ready_count -= len(expired)
             self.ready_bytes -= size
         else:
@@ -351,15 +352,19 @@ class Queue:
                 expired.append(self._pop_head().msg)
                 head = self._head()
         if expired:
-            emit = self.vhost.broker.events.emit
-            for m in expired:
-                emit("expired", m, queue=self.name)
+            self.vhost.broker.events.record_each(EXPIRED, expired, self.name)
             self.vhost.dead_letter(self, expired, "expired")
         self._schedule_ttl()
 
     def _schedule_ttl(self) -> None:
-        head = self._head()
-        at = head.expires_at if head is not None else None
+        """Keep one timer, at the head's expiry (if it has one)."""
+        levels = self._levels
+        if len(levels) == 1:
+            level = levels[0]
+            at = level[0].expires_at if level else None
+        else:
+            head = self._head()
+            at = head.expires_at if head is not None else None
         if at == self._ttl_timer_at:
             return
         clock = self.vhost.broker.clock
