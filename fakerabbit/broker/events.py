@@ -69,12 +69,13 @@ class EventLog:
     turns recording off; callers that would compute a detail value only for the log can test it first.
     """
 
-    __slots__ = ("_events", "_now_ms", "enabled")
+    __slots__ = ("_events", "_last_values", "_now_ms", "enabled")
 
     def __init__(self, now_ms: Callable[[], int], maxlen: int = 100_000) -> None:
         self._now_ms = now_ms
         # Emitting is on the hot path (expiring 100,000 messages into a dead-letter queue emits 200,000 events).
         self._events: deque[_Record] = deque(maxlen=maxlen)
+        self._last_values: tuple[Any, ...] = ()
         self.enabled = True
 
     def emit(self, kind: str, msg: Message | None, **details: Any) -> None:
@@ -87,9 +88,17 @@ class EventLog:
             self._events.append((kind.kind, self._now_ms(), message_id, values, kind.names))
 
     def record_each(self, kind: EventKind, messages: Iterable[Message], *values: Any) -> None:
-        """Record one event of ``kind`` per message, all at the same time and with the same ``values`` (one
-        tuple shared by every record: expiring 100,000 messages at once records 100,000 events)."""
+        """Record one event of ``kind`` per message, all at the same time and with the same ``values``.
+
+        Expiring 100,000 messages records 100,000 events, at once or (one per timer) in 100,000 calls with the
+        same queue name: the records share one ``values`` tuple, that of the previous call when it is equal
+        (``==``: fine for the strings and ints that event details are).
+        """
         if self.enabled:
+            if values == self._last_values:
+                values = self._last_values
+            else:
+                self._last_values = values
             now, name, names, append = self._now_ms(), kind.kind, kind.names, self._events.append
             for m in messages:
                 append((name, now, m.id, values, names))
