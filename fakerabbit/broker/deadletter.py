@@ -175,7 +175,7 @@ class DeadLetters:
         # The headers are built when first needed: expiring 100,000 messages into a DLQ must not build and
         # encode 100,000 header tables nobody may read.
         args = (msg.props, deaths, first, last, dlrk, profile, keep_client_first)
-        new = self._new_message(msg, dlx, dlrk, DeferredProperties(msg.props, _mc_headers, *args, drop_expiration=True))
+        new = self._new_message(msg, dlx, dlrk, DeferredProperties(msg.props, _mc_headers, args, drop_expiration=True))
         new.deaths = deaths
         new.first_death = first
         return new

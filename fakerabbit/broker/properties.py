@@ -454,13 +454,19 @@ class DeferredProperties(RawProperties):
     table is built on the first access to :attr:`headers`, the bytes on the first access to :attr:`raw` or to
     any other property; the result is exactly ``base.replace(headers=..., expiration=None)``. ``make_headers``
     must be pure (it may run at any later time) and return a table built by the broker, which encodes.
-    (``args`` rather than a ``functools.partial``: one object fewer per copy for the garbage collector.)
+    (``make_headers`` and its ``args`` tuple rather than a ``functools.partial``: one object fewer per copy for
+    the garbage collector; both are let go once the headers are built.)
     """
 
     __slots__ = ("_args", "_base", "_drop_expiration", "_make_headers", "_rendered")
 
     def __init__(
-        self, base: RawProperties, make_headers: Callable[..., Table], *args: Any, drop_expiration: bool = False
+        self,
+        base: RawProperties,
+        make_headers: Callable[..., Table],
+        args: tuple[Any, ...] = (),
+        *,
+        drop_expiration: bool = False,
     ) -> None:  # RawProperties.__init__ is not called: there are no bytes yet
         self._base: RawProperties | None = base
         self._make_headers: Callable[..., Table] | None = make_headers
@@ -498,7 +504,7 @@ class DeferredProperties(RawProperties):
             assert make_headers is not None
             self._headers = make_headers(*self._args)
             self._headers_decoded = True
-            self._make_headers, self._args = None, ()  # what the headers were made of can go
+            self._make_headers, self._args = None, ()
         return self._headers
 
 
