@@ -44,6 +44,7 @@ DELIVERED: Final = EventKind("delivered", "queue", "consumer_tag", "delivery_tag
 DELIVERED_GET: Final = EventKind("delivered", "queue", "delivery_tag")
 ACKED: Final = EventKind("acked", "queue")
 EXPIRED: Final = EventKind("expired", "queue")
+DEAD_LETTERED: Final = EventKind("dead-lettered", "queue", "reason", "exchange", "queues")
 
 # A stored record is a plain tuple: (kind, time_ms, message_id, details dict) from emit(), or (kind, time_ms,
 # message_id, values, names) from record(). No Event, and with record() no dict, is built until the log is read.

@@ -12,6 +12,7 @@ from fakerabbit.broker.arguments import (
     validate_new_exchange,
     validate_new_queue,
 )
+from fakerabbit.broker.events import DEAD_LETTERED
 from fakerabbit.broker.exchange import Binding, Exchange, ExchangeType
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.message import Message
@@ -355,6 +356,9 @@ class Vhost:
         """Queues the message goes to, each once, following exchange-to-exchange bindings and alternates."""
         if x.name == "":  # the default exchange: each routing key names a queue (no bindings, no alternate)
             queues = self.queues
+            if len(msg.routing_keys) == 1:
+                q = queues.get(msg.routing_keys[0])
+                return [] if q is None else [q]
             direct: dict[str, Queue] = {}
             for key in msg.routing_keys:
                 q = queues.get(key)
@@ -430,11 +434,13 @@ class Vhost:
         dlrk = queue.settings.dead_letter_routing_key
         # (bound once: expiring a big queue runs this loop for every message)
         make_copy, is_cycle = broker.dead_letters.make_copy, broker.dead_letters.is_cycle
-        emit, route = broker.events.emit, self.route
+        events, route, name = broker.events, self.route, queue.name
+        emit, record = events.emit, events.record
         for m in msgs:
-            new = make_copy(m, queue.name, reason, dlx, dlrk)
+            new = make_copy(m, name, reason, dlx, dlrk)
             targets = route(x, new)
-            emit("dead-lettered", m, queue=queue.name, reason=reason, exchange=dlx, queues=[t.name for t in targets])
+            if events.enabled:
+                record(DEAD_LETTERED, m.id, name, reason, dlx, tuple([t.name for t in targets]))
             for t in targets:
                 if is_cycle(new, t.name, reason):
                     emit("dropped", new, queue=t.name, reason=reason, why="dead-letter cycle")
