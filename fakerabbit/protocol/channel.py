@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pamqp import base, commands
-
 from fakerabbit.broker import errors
 from fakerabbit.broker.properties import PropertiesError, RawProperties
 from fakerabbit.broker.session import Session
@@ -24,7 +22,9 @@ from fakerabbit.protocol.codec import (
     Deliver,
     MethodDecodeError,
     Return,
+    base,
     check_properties,
+    commands,
     decode_args,
 )
 from fakerabbit.protocol.erlfmt import write as erl_write

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pamqp import base, commands
-
 from fakerabbit.broker import errors
 from fakerabbit.protocol import framing
-from fakerabbit.protocol.codec import MethodDecodeError, decode_args
+from fakerabbit.protocol.codec import MethodDecodeError, base, commands, decode_args
 from fakerabbit.protocol.error_handling import CLOSING_TIMEOUT
 from fakerabbit.protocol.handshake import check_tune_ok, parse_amqplain, parse_plain
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 import struct
 
-from pamqp import base, commands
+from pamqp import base as base  # re-exported: the rest of protocol/ reaches pamqp only through here
+from pamqp import commands as commands
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.fields import FieldError, Table, decode_table, encode_table, table_to_python

@@ -10,12 +10,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from pamqp import commands
-
 from fakerabbit.broker import errors
 from fakerabbit.protocol import erlfmt, framing
 from fakerabbit.protocol.channel import ChannelHandler
-from fakerabbit.protocol.codec import MethodDecodeError, decode_args
+from fakerabbit.protocol.codec import MethodDecodeError, commands, decode_args
 from fakerabbit.protocol.erlfmt import Atom
 
 if TYPE_CHECKING:

@@ -20,10 +20,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from pamqp import commands
-
 from fakerabbit.broker import errors
 from fakerabbit.protocol import framing
+from fakerabbit.protocol.codec import commands
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pamqp import base
-
 from fakerabbit.clock import real_monotonic
 from fakerabbit.protocol import framing
+from fakerabbit.protocol.codec import base
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pamqp import commands
-
 from fakerabbit.clock import real_monotonic
+from fakerabbit.protocol.codec import commands
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection

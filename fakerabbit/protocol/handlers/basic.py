@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pamqp import commands
-
 from fakerabbit.broker import errors
-from fakerabbit.protocol.codec import CancelOk, ConsumeOk, GetOk, typed_arguments
+from fakerabbit.protocol.codec import CancelOk, ConsumeOk, GetOk, commands, typed_arguments
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.channel import ChannelHandler

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pamqp import commands
-
 from fakerabbit.broker import errors
+from fakerabbit.protocol.codec import commands
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.channel import ChannelHandler

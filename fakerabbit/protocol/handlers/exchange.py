@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pamqp import commands
-
-from fakerabbit.protocol.codec import strip_cr_lf, typed_arguments
+from fakerabbit.protocol.codec import commands, strip_cr_lf, typed_arguments
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.channel import ChannelHandler

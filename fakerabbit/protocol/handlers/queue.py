@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pamqp import commands
-
 from fakerabbit.broker.session import REPLY_TO
-from fakerabbit.protocol.codec import DeclareOk, strip_cr_lf, typed_arguments
+from fakerabbit.protocol.codec import DeclareOk, commands, strip_cr_lf, typed_arguments
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.channel import ChannelHandler
