@@ -407,7 +407,7 @@ class FakeRabbit(TestingAPI):
                 conn.info = None
                 conn.abort()
             self.broker.reset()
-            self.server.alarms.unblock()  # rabbit.block() does not outlive the test
+            self.server.alarms.reset()  # rabbit.block() and alarms raised by hand do not outlive the test
             if isinstance(self.clock, VirtualClock | FollowingClock):
                 self.clock.reset()
 

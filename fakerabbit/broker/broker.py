@@ -37,7 +37,6 @@ class ConnectionInfo:
     # Set by the protocol layer: close(reply_code, reply_text) and drop() (reset, no close frame).
     close: Callable[[int, str], None] | None = None
     drop: Callable[[], None] | None = None
-    blocked: Callable[[bool, str], None] | None = None
     #: Names of the exclusive queues this connection declared, in order (kept by the vhost): closing the
     #: connection deletes them without scanning every queue.
     exclusive_queues: dict[str, None] = field(default_factory=dict)

@@ -76,6 +76,15 @@ class ResourceAlarms:
             self._forced.discard(resource)
         self._update(resource, active)
 
+    def reset(self) -> None:
+        """``rabbit.reset()``: no alarm outlives a test - neither ``rabbit.block()`` nor one raised with
+        :meth:`set_alarm` (the watermark stays and is checked again at the next flush)."""
+        self.injected = None
+        self._forced.clear()
+        if self.active:
+            self.active.clear()
+        self._changed()
+
     def memory_used(self) -> int:
         """Bytes of message bodies held: ready in queues plus delivered and not yet acknowledged."""
         broker = self.server.broker

@@ -107,7 +107,6 @@ def _open(self: AMQPConnection, m: commands.Connection.Open) -> None:
     self.vhost = vhost
     self.info.close = self.close_by_server
     self.info.drop = self.abort
-    self.info.blocked = self.set_blocked
     self.send(0, commands.Connection.OpenOk())
     self.state = "running"
     if self._timer is not None:

@@ -151,8 +151,12 @@ def test_block_holds_back_a_connection_told_at_the_call_when_it_publishes(
     assert fakerabbit.queue("jobs").bodies == [b"held"]
 
 
-def test_reset_lifts_block(fakerabbit: FakeRabbit, fakerabbit_url: str) -> None:
-    fakerabbit.block()
+@pytest.mark.parametrize("how", ["block", "alarm"])
+def test_reset_lifts_block(fakerabbit: FakeRabbit, fakerabbit_url: str, how: str) -> None:
+    if how == "block":
+        fakerabbit.block()
+    else:
+        fakerabbit.call(lambda: fakerabbit.server.alarms.set_alarm("disk", True))
     fakerabbit.reset()
     later = connect(fakerabbit_url)
     seen = blocked_log(later)
