@@ -141,3 +141,34 @@ def test_no_management() -> None:
     finally:
         s.proc.terminate()
         assert s.proc.wait(timeout=10) == 0
+
+
+def test_dead_letter_retry_interval() -> None:
+    """At-least-once quorum dead letters held for a missing DLX are retried every --dead-letter-retry-interval
+    seconds (virtual here), not RabbitMQ's default 180."""
+    s = serve("--clock", "virtual", "--dead-letter-retry-interval", "5")
+    try:
+        conn = pika.BlockingConnection(pika.URLParameters(s.amqp_url))
+        ch = conn.channel()
+        ch.queue_declare(
+            "src",
+            durable=True,
+            arguments={
+                "x-queue-type": "quorum",
+                "x-dead-letter-strategy": "at-least-once",
+                "x-overflow": "reject-publish",
+                "x-dead-letter-exchange": "dlx",
+            },
+        )
+        ch.queue_declare("dlq", durable=True)
+        ch.basic_publish("", "src", b"m", pika.BasicProperties(expiration="0"))
+        ch.exchange_declare("dlx", "fanout")
+        ch.queue_bind("dlq", "dlx")
+        assert ch.queue_declare("dlq", passive=True).method.message_count == 0
+        advanced = http(s.management_url, "POST", "/api/fakerabbit/clock/advance", {"seconds": 5})
+        assert advanced.status == 200
+        assert ch.queue_declare("dlq", passive=True).method.message_count == 1
+        conn.close()
+    finally:
+        s.proc.terminate()
+        assert s.proc.wait(timeout=10) == 0
