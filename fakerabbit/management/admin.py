@@ -3,8 +3,9 @@ consumers, definitions, health checks, and fakerabbit's own clock, reset and eve
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.broker import ConnectionInfo
@@ -40,6 +41,9 @@ from fakerabbit.management.render import (
     jsonable,
 )
 
+if TYPE_CHECKING:
+    from fakerabbit.broker.queue import Queue
+
 _EXCHANGE_TYPES = [
     {"name": t, "description": f"AMQP {t} exchange, as per the AMQP specification", "enabled": True}
     for t in ("direct", "fanout", "headers", "topic")
@@ -57,6 +61,7 @@ def overview(ctx: Ctx) -> Response:
     queues = [q for v in broker.vhosts.values() for q in v.queues.values()]
     ready = sum(q.ready_count for q in queues)
     unacked = sum(q.unacked for q in queues)
+    held = _held(queues)
     listeners = [{"node": NODE, "protocol": "amqp", "ip_address": rabbit.host, "port": rabbit.port}]
     mgmt = rabbit.management
     if mgmt is not None:
@@ -75,7 +80,11 @@ def overview(ctx: Ctx) -> Response:
             "disable_stats": False,
             "enable_queue_totals": True,
             "message_stats": {},
-            "queue_totals": {"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
+            "queue_totals": {
+                "messages": ready + unacked + held,
+                "messages_ready": ready,
+                "messages_unacknowledged": unacked,
+            },
             "object_totals": {
                 "channels": sum(len(c.sessions) for c in broker.connections.values()),
                 "connections": len(broker.connections),
@@ -109,6 +118,7 @@ def _vhost_json(ctx: Ctx, name: str) -> dict[str, Any]:
     v = ctx.broker.vhosts[name]
     ready = sum(q.ready_count for q in v.queues.values())
     unacked = sum(q.unacked for q in v.queues.values())
+    held = _held(v.queues.values())
     return {
         "name": name,
         "description": "Default virtual host" if name == "/" else "",
@@ -117,7 +127,7 @@ def _vhost_json(ctx: Ctx, name: str) -> dict[str, Any]:
         "metadata": {"description": "Default virtual host" if name == "/" else "", "tags": []},
         "tracing": False,
         "cluster_state": {NODE: "running"},
-        "messages": ready + unacked,
+        "messages": ready + unacked + held,
         "messages_ready": ready,
         "messages_unacknowledged": unacked,
     }
@@ -408,3 +418,8 @@ def events(ctx: Ctx) -> Response:
         except ValueError:
             raise bad_request("limit must be an integer") from None
     return json_response(200, rows)
+
+
+def _held(queues: Iterable[Queue]) -> int:
+    """Dead letters held by at-least-once quorum queues: in ``messages`` (as each queue's), not ready or unacked."""
+    return sum(q.dlx_worker.count for q in queues if q.dlx_worker is not None)
