@@ -15,7 +15,9 @@ when every queue it routes to has accepted it. What this module models, as Rabbi
   (180 s) after the first message became pending and again every interval while any is pending: a message
   that was never published is retried every time, one a target refused once its last attempt is that old.
   A change of the queue's policy (``lookup_topology``) retries at once by the same rule. Declaring the
-  exchange or a binding alone does not: RabbitMQ's worker is not told about it.
+  exchange or a binding alone does not: RabbitMQ's worker is not told about it. Without a dead-letter routing
+  key a retry routes by the message's keys (3.13+) or, up to 3.12, by the newest x-death entry's
+  ``routing-keys`` (no BCC).
 * The discards count in ``messages`` (management, not the ready count of ``declare-ok`` / ``get-ok``) and in
   the queue's ``x-max-length`` / ``x-max-length-bytes``: a full buffer makes the queue refuse publishes.
 * Leaving at-least-once (a policy switches the strategy or the overflow) deletes what the buffer holds, as does
@@ -118,19 +120,22 @@ class DeadLetterWorker:
             why = f"dead-letter exchange '{p.msg.exchange}' missing"
             emit("dead-letter-held", p.msg, queue=q.name, reason=p.reason, why=why)
             return
-        is_cycle = broker.dead_letters.is_cycle
         routed = vhost.route(x, p.msg)
-        targets = [t for t in routed if not is_cycle(p.msg, t.name, p.reason)]
-        if not targets and p.settled:
+        if not routed and p.settled:
             # the routes changed and nothing is awaited any more: one queue accepted it (mandatory semantics)
             self._settle(key)
             return
-        todo = [t for t in targets if t.name not in p.settled]
+        # not sent again to a queue that accepted it; a route back into a queue it died in is a cycle
+        is_cycle = broker.dead_letters.is_cycle
+        unsettled = [t for t in routed if t.name not in p.settled]
+        todo = [t for t in unsettled if not is_cycle(p.msg, t.name, p.reason)]
         if not todo:
-            if targets:  # RabbitMQ keeps it pending too (redeliver0/5 sends nothing, acks nothing)
+            if unsettled:
+                why = "dead-letter cycle"
+            elif routed:  # RabbitMQ keeps it pending too (redeliver0/5 sends nothing, acks nothing)
                 why = "delivered to every queue it routes to, but not to one it no longer routes to"
             else:
-                why = "dead-letter cycle" if routed else "no queue to route to"
+                why = "no queue to route to"
             emit("dead-letter-held", p.msg, queue=q.name, reason=p.reason, why=why)
             return
         p.published_at = broker.clock.now_ms()
@@ -165,11 +170,27 @@ class DeadLetterWorker:
             for key, p in list(self.pending.items()):
                 if p.published_at is not None and p.published_at + timeout > now:
                     continue
-                keys = (dlrk,) if dlrk is not None else p.original.routing_keys
+                keys = (dlrk,) if dlrk is not None else self._retry_keys(p)
                 if p.msg.exchange != dlx or p.msg.routing_keys != keys:
                     p.msg = _readdressed(p.msg, dlx, keys)
                 self._publish(key, p)
         self._checkout()
+
+    def _retry_keys(self, p: Pending) -> tuple[str, ...]:
+        """The routing keys of a retry without a dead-letter routing key.
+
+        3.13+ (``mc``) keep the message's own keys (routing key, CC, BCC) in ``#pending{}``. Up to 3.12 the
+        worker reads them from the ``routing-keys`` of the newest ``x-death`` entry (``redeliver/4``): routing key
+        and CC, no BCC, and the keys of an *earlier* death when the entry was only counted up (checked on 3.10.8).
+        """
+        if self.queue.vhost.broker.profile.x_death_mc_order:
+            return p.original.routing_keys
+        field = p.msg.header("x-death")
+        if field is not None and field[0] == "A" and field[1] and field[1][0][0] == "F":
+            rks = field[1][0][1].get("routing-keys")
+            if rks is not None and rks[0] == "A":
+                return tuple(v for tag, v in rks[1] if tag == "S")
+        return p.original.routing_keys  # (RabbitMQ's worker would crash on such a header)
 
     def restart(self) -> None:
         """The node restarted: a new worker starts. What the old one had taken goes back to the discards, in

@@ -89,26 +89,10 @@ def test_cc_and_bcc_keys_route_the_dead_letter_at_once(broker: Target, ch: Block
     assert held(broker, q) in (0, None)
 
 
-RETRY_KEYS_GAP = (
-    "RabbitMQ 3.10 retries a held dead letter (no DLRK) with the routing-keys of its newest x-death entry "
-    "(rabbit_fifo_dlx_worker:redeliver/4); the fake retries with the message's own routing keys (BCC included). "
-    "RabbitMQ 3.13+ (mc) keeps the original routing keys in #pending{}, which is what the fake does"
-)
-
-
-def fake_gap(broker: Target, request: pytest.FixtureRequest, reason: str) -> None:
-    """Mark this test as a known difference of the fake (strict xfail there); the real broker must pass it."""
-    if broker.is_fake:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=reason))
-
-
 @pytest.mark.rabbitmq_version("3.10")
-def test_a_held_dead_letter_is_retried_without_its_bcc_keys(
-    broker: Target, ch: BlockingChannel, request: pytest.FixtureRequest
-) -> None:
+def test_a_held_dead_letter_is_retried_without_its_bcc_keys(broker: Target, ch: BlockingChannel) -> None:
     """The DLX is missing when the message dies; declared later, a policy change retries the message with the
     routing keys recorded in x-death (key + CC): the BCC queue, reached by an immediate dead letter, is not."""
-    fake_gap(broker, request, RETRY_KEYS_GAP)
     ingress, q, qk, qc, qb = _cc_bcc_topology(broker, ch, declare_dlx=False)
     dlx = broker.exchange("dlx")
     pub(ch, "k", "m", exchange=ingress, expiration="0", headers={"CC": ["kc"], "BCC": ["kb"]})
@@ -125,13 +109,10 @@ def test_a_held_dead_letter_is_retried_without_its_bcc_keys(
 
 
 @pytest.mark.rabbitmq_version("3.10")
-def test_a_retry_routes_by_the_routing_keys_of_the_newest_x_death_entry(
-    broker: Target, ch: BlockingChannel, request: pytest.FixtureRequest
-) -> None:
+def test_a_retry_routes_by_the_routing_keys_of_the_newest_x_death_entry(broker: Target, ch: BlockingChannel) -> None:
     """A message already carrying an x-death entry for (this queue, expired) keeps that entry's routing-keys
     when it dies again (count 2). Its first forwarding (DLX "", no DLRK) cycles back to the queue and is held; the
     retry on a policy change routes by the entry's routing-keys, here another queue, which gets it."""
-    fake_gap(broker, request, RETRY_KEYS_GAP)
     other = queue(ch, broker.name("other"))
     q = queue(ch, broker.name("src"), **ALO, **{"x-dead-letter-exchange": ""})
     old = datetime(2020, 1, 1, tzinfo=UTC)
@@ -145,6 +126,22 @@ def test_a_retry_routes_by_the_routing_keys_of_the_newest_x_death_entry(
     assert (body, method.routing_key) == (b"m", other)
     (recorded,) = props.headers["x-death"]
     assert (recorded["count"], recorded["routing-keys"], recorded["queue"]) == (2, [other], q)
+
+
+@pytest.mark.fake_only
+@pytest.mark.rabbitmq_version("4.0")
+def test_from_313_a_retry_keeps_the_bcc_keys(broker: Target, ch: BlockingChannel) -> None:
+    """3.13+ (``mc``): the worker keeps the message's own routing keys (key, CC, BCC) for retries
+    (``#pending.original_routing_keys``), so the BCC queue gets the retried dead letter too."""
+    ingress, q, qk, qc, qb = _cc_bcc_topology(broker, ch, declare_dlx=False)
+    dlx = broker.exchange("dlx")
+    pub(ch, "k", "m", exchange=ingress, expiration="0", headers={"CC": ["kc"], "BCC": ["kb"]})
+    assert held(broker, q) == 1
+    _bind_dlx(ch, dlx, qk, qc, qb)
+    touch_policy(broker, q)
+    assert [ready(ch, n) for n in (qk, qc, qb)] == [1, 1, 1]
+    _, props, _ = get(ch, qb)
+    assert props.headers["x-death"][0]["routing-keys"] == ["k", "kc"] and "BCC" not in props.headers
 
 
 # -- policy changes -------------------------------------------------------------------------------------------

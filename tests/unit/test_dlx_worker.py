@@ -178,3 +178,25 @@ def test_a_restart_gives_a_new_worker_that_dead_letters_again_at_once() -> None:
     assert [e.msg.body for e in later.ready_entries()] == [b"a", b"b"]
     assert [death_time(e.msg) for e in later.ready_entries()] == [T0 + 30, T0 + 30]
     assert q.dlx_worker is not None and q.dlx_worker.count == 0
+
+
+def test_a_route_that_is_only_a_cycle_keeps_a_partly_delivered_message_held() -> None:
+    """redeliver0/5 settles a message one queue accepted only when nothing routes any more; a route that is a
+    cycle (back into the queue it expired in) is a route, so the message stays held."""
+    _b, clock, v, q = setup(**{"x-dead-letter-exchange": "fan"})
+    exchange(v, "fan", "fanout")
+    declare(v, "ok")
+    full = declare(v, "full", **{"x-max-length": 1, "x-overflow": "reject-publish"})
+    assert full.publish(msg(b"filler"))
+    v.bind(None, "queue", "ok", "fan", "", {})
+    v.bind(None, "queue", "full", "fan", "", {})
+    v.dead_letter(q, [msg()], "expired")
+    assert q.dlx_worker is not None and q.dlx_worker.count == 1
+    v.bind(None, "queue", "ok", "fan", "", {}, unbind=True)
+    v.bind(None, "queue", "full", "fan", "", {}, unbind=True)
+    v.bind(None, "queue", "src", "fan", "", {})
+    clock.advance(180)
+    assert q.dlx_worker.count == 1 and q.ready_count == 0
+    v.bind(None, "queue", "src", "fan", "", {}, unbind=True)
+    clock.advance(180)  # nothing routes now: the message is settled (one queue accepted it)
+    assert q.dlx_worker.count == 0
