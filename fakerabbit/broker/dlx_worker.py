@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
+from fakerabbit.broker.message import Message
 from fakerabbit.clock import TimerHandle
 
 if TYPE_CHECKING:
-    from fakerabbit.broker.message import Message
     from fakerabbit.broker.queue import Queue
 
 __all__ = ["PREFETCH", "DeadLetterWorker", "Pending"]
@@ -44,9 +44,9 @@ PREFETCH = 32
 class Pending:
     """A dead letter the worker took and has not settled yet (``#pending{}``)."""
 
-    __slots__ = ("msg", "original", "published_at", "reason", "settled", "taken_at")
+    __slots__ = ("msg", "original", "published_at", "reason", "settled")
 
-    def __init__(self, msg: Message, reason: str, original: Message, now: int) -> None:
+    def __init__(self, msg: Message, reason: str, original: Message) -> None:
         #: the dead-lettered copy (x-death recorded) as last sent to the DLX
         self.msg = msg
         self.reason = reason
@@ -56,7 +56,6 @@ class Pending:
         self.settled: list[str] = []
         #: virtual ms of the last attempt that reached a queue; None while it never did
         self.published_at: int | None = None
-        self.taken_at = now
 
 
 class DeadLetterWorker:
@@ -103,7 +102,7 @@ class DeadLetterWorker:
         broker = vhost.broker
         dlx = q.settings.dead_letter_exchange or ""
         copy = broker.dead_letters.make_copy(msg, q.name, reason, dlx, q.settings.dead_letter_routing_key)
-        p = Pending(copy, reason, msg, broker.clock.now_ms())
+        p = Pending(copy, reason, msg)
         key = self._next
         self._next += 1
         self.pending[key] = p
@@ -240,8 +239,6 @@ class DeadLetterWorker:
 
 def _readdressed(msg: Message, exchange: str, keys: tuple[str, ...]) -> Message:
     """The same dead letter sent to another exchange or with other routing keys (the death is not re-recorded)."""
-    from fakerabbit.broker.message import Message
-
     new = Message(exchange, keys, msg.props, msg.body, bcc=msg.bcc, ttl_ms=msg.ttl_ms, msg_id=msg.id)
     new.deaths = msg.deaths
     new.first_death = msg.first_death

@@ -226,12 +226,21 @@ class Queue:
             s.max_length_bytes is not None and self.ready_bytes + size > s.max_length_bytes
         )
 
+    def held_dead_letters(self) -> tuple[int, int]:
+        """(count, body bytes) of the dead letters an at-least-once quorum queue holds undelivered."""
+        w = self.dlx_worker
+        return (0, 0) if w is None else (w.count, w.bytes)
+
+    def _limit_usage(self) -> tuple[int, int]:
+        """What the length limits count: ready messages and, as ``rabbit_fifo:is_over_limit``, held dead letters."""
+        w = self.dlx_worker
+        if w is None:
+            return self.ready_count, self.ready_bytes
+        return self.ready_count + w.count, self.ready_bytes + w.bytes
+
     def _over_limit(self) -> bool:
         s = self.settings
-        count, size = self.ready_count, self.ready_bytes
-        if self.dlx_worker is not None:  # rabbit_fifo:is_over_limit counts the discards
-            count += self.dlx_worker.count
-            size += self.dlx_worker.bytes
+        count, size = self._limit_usage()
         return (s.max_length is not None and count > s.max_length) or (
             s.max_length_bytes is not None and size > s.max_length_bytes
         )
@@ -283,8 +292,8 @@ class Queue:
         levels[self._level(entry) if len(levels) > 1 else 0].append(entry)
         self.ready_count += 1
         self.ready_bytes += len(msg.body)
-        if self.is_quorum and mode == "reject-publish" and self._over_limit():
-            self._qq_rejecting = True
+        if self.is_quorum:
+            self.check_limit()
         dropped = (s.max_length is not None or s.max_length_bytes is not None) and self._drop_over_limit()
         if self.ready_count == 1 or dropped or len(levels) > 1:
             # The head (may have) changed. TTL-4/TTL-6: an already-due message expires at once only if it is
@@ -295,10 +304,7 @@ class Queue:
 
     def _below_soft_limit(self) -> bool:
         s = self.settings
-        count, size = self.ready_count, self.ready_bytes
-        if self.dlx_worker is not None:
-            count += self.dlx_worker.count
-            size += self.dlx_worker.bytes
+        count, size = self._limit_usage()
         ok_len = s.max_length is None or count <= 0.8 * s.max_length
         ok_bytes = s.max_length_bytes is None or size <= 0.8 * s.max_length_bytes
         return ok_len and ok_bytes

@@ -422,4 +422,4 @@ def events(ctx: Ctx) -> Response:
 
 def _held(queues: Iterable[Queue]) -> int:
     """Dead letters held by at-least-once quorum queues: in ``messages`` (as each queue's), not ready or unacked."""
-    return sum(q.dlx_worker.count for q in queues if q.dlx_worker is not None)
+    return sum(q.held_dead_letters()[0] for q in queues)

@@ -279,7 +279,7 @@ def queue_json(q: Queue, conns: Connections, unacked: dict[int, int], *, details
     if q.is_quorum:
         out.update(leader=NODE, members=[NODE], online=[NODE])
         # rabbit_fifo's discards (at-least-once dead letters not delivered yet) count in messages and bytes
-        held, held_bytes = (q.dlx_worker.count, q.dlx_worker.bytes) if q.dlx_worker is not None else (0, 0)
+        held, held_bytes = q.held_dead_letters()
         out.update(messages_dlx=held, message_bytes_dlx=held_bytes)
         out["messages"] += held
         out["message_bytes"] += held_bytes

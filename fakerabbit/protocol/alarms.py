@@ -81,8 +81,7 @@ class ResourceAlarms:
         :meth:`set_alarm` (the watermark stays and is checked again at the next flush)."""
         self.injected = None
         self._forced.clear()
-        if self.active:
-            self.active.clear()
+        self.active.clear()
         self._changed()
 
     def memory_used(self) -> int:

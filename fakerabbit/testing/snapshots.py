@@ -215,7 +215,7 @@ class QueueSnapshot:
             operator_policy=q.operator_policy_name,
             effective_policy=_frozen(dict(q.settings.policy_definition)),
             _entries=entries,
-            dead_letters_held=q.dlx_worker.count if q.dlx_worker is not None else 0,
+            dead_letters_held=q.held_dead_letters()[0],
             _held=tuple(m for _, m in q.dlx_worker.messages()) if q.dlx_worker is not None else (),
         )
 

@@ -166,3 +166,22 @@ def x_death_tables(msg: RawMessage) -> list[Table]:
 def untimed(table: Table) -> list[tuple[str, Field]]:
     """A typed x-death table as ``[(key, (tag, value)), ...]`` in wire order, with the ``time`` value blanked."""
     return [(k, (tag, None) if k == "time" else (tag, v)) for k, (tag, v) in table.items()]
+
+
+# -- at-least-once quorum queues -------------------------------------------------------------------------------
+ALO = {"x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish", "x-queue-type": "quorum"}
+
+
+def held(broker: Target, q: str) -> int | None:
+    """How many dead letters ``q`` holds (the fake only; None on the real broker, where only stats tell)."""
+    if broker.fake is None:
+        return None
+    return broker.fake.queue(q).dead_letters_held
+
+
+def still_empty(broker: Target, ch: BlockingChannel, q: str) -> None:
+    """``q`` gets nothing: checked at once on the fake, after a moment on the real broker."""
+    quiet(broker)
+    if not broker.is_fake:
+        time.sleep(0.4)
+    assert ready(ch, q) == 0

@@ -8,7 +8,6 @@ Scenarios follow ``rabbit_fifo_dlx_integration_SUITE``; every one was also run b
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pika
@@ -17,30 +16,13 @@ import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
 from tests.conformance.conftest import Target
-from tests.conformance.dlhelpers import anchored, drain, eventually, get, pub, quiet, ready
-
-ALO = {"x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish", "x-queue-type": "quorum"}
+from tests.conformance.dlhelpers import ALO, anchored, drain, eventually, get, held, pub, quiet, ready, still_empty
 
 
 def source(broker: Target, ch: BlockingChannel, **arguments: Any) -> str:
     q = broker.name("src")
     ch.queue_declare(q, durable=True, arguments={**ALO, **arguments})
     return q
-
-
-def held(broker: Target, q: str) -> int | None:
-    """How many dead letters ``q`` holds (the fake only; None on the real broker, where only stats tell)."""
-    if broker.fake is None:
-        return None
-    return broker.fake.queue(q).dead_letters_held
-
-
-def still_empty(broker: Target, ch: BlockingChannel, q: str) -> None:
-    """``q`` gets nothing: checked at once on the fake, after a moment on the real broker."""
-    quiet(broker)
-    if not broker.is_fake:
-        time.sleep(0.3)
-    assert ready(ch, q) == 0
 
 
 def confirm_publish(ch: BlockingChannel, q: str, body: bytes, **props: Any) -> bool:

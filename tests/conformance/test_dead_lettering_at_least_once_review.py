@@ -7,7 +7,6 @@ is 180 s); the 180 s timer is checked on the fake's virtual clock.
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,30 +14,18 @@ import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
 from tests.conformance.conftest import Target
-from tests.conformance.dlhelpers import anchored, drain, eventually, get, pub, quiet, ready
-
-ALO = {"x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish", "x-queue-type": "quorum"}
-
-
-def held(broker: Target, q: str) -> int | None:
-    """How many dead letters ``q`` holds (the fake only; None on the real broker)."""
-    if broker.fake is None:
-        return None
-    return broker.fake.queue(q).dead_letters_held
-
-
-def still_empty(broker: Target, ch: BlockingChannel, q: str) -> None:
-    quiet(broker)
-    if not broker.is_fake:
-        time.sleep(0.4)
-    assert ready(ch, q) == 0
-
-
-def wait_count(broker: Target, ch: BlockingChannel, q: str, n: int) -> None:
-    def check() -> None:
-        assert ready(ch, q) == n
-
-    eventually(broker, check)
+from tests.conformance.dlhelpers import (
+    ALO,
+    anchored,
+    drain,
+    get,
+    held,
+    pub,
+    quiet,
+    ready,
+    still_empty,
+    wait_ready,
+)
 
 
 def queue(ch: BlockingChannel, name: str, **arguments: Any) -> str:
@@ -78,7 +65,7 @@ def test_cc_and_bcc_keys_route_the_dead_letter_at_once(broker: Target, ch: Block
     ingress, q, qk, qc, qb = _cc_bcc_topology(broker, ch, declare_dlx=True)
     pub(ch, "k", "m", exchange=ingress, expiration="0", headers={"CC": ["kc"], "BCC": ["kb"]})
     for target in (qk, qc, qb):
-        wait_count(broker, ch, target, 1)
+        wait_ready(broker, ch, target, 1)
     for target in (qk, qc, qb):
         method, props, body = get(ch, target)
         assert (body, method.routing_key) == (b"m", "k")
@@ -100,8 +87,8 @@ def test_a_held_dead_letter_is_retried_without_its_bcc_keys(broker: Target, ch: 
     assert held(broker, q) in (1, None)
     _bind_dlx(ch, dlx, qk, qc, qb)
     touch_policy(broker, q)
-    wait_count(broker, ch, qk, 1)
-    wait_count(broker, ch, qc, 1)
+    wait_ready(broker, ch, qk, 1)
+    wait_ready(broker, ch, qc, 1)
     _, props, _ = get(ch, qc)
     assert props.headers["x-death"][0]["routing-keys"] == ["k", "kc"]
     still_empty(broker, ch, qb)
@@ -121,7 +108,7 @@ def test_a_retry_routes_by_the_routing_keys_of_the_newest_x_death_entry(broker: 
     still_empty(broker, ch, other)
     assert held(broker, q) in (1, None)
     touch_policy(broker, q)
-    wait_count(broker, ch, other, 1)
+    wait_ready(broker, ch, other, 1)
     method, props, body = get(ch, other)
     assert (body, method.routing_key) == (b"m", other)
     (recorded,) = props.headers["x-death"]
@@ -160,7 +147,7 @@ def test_setting_an_identical_policy_again_does_not_retry(broker: Target, ch: Bl
     still_empty(broker, ch, dlq)
     assert held(broker, q) in (1, None)
     broker.set_policy(pol, anchored(q), {"max-length-bytes": 1_000_001})
-    wait_count(broker, ch, dlq, 1)
+    wait_ready(broker, ch, dlq, 1)
 
 
 def test_a_policy_on_another_queue_does_not_retry(broker: Target, ch: BlockingChannel) -> None:
@@ -175,7 +162,7 @@ def test_a_policy_on_another_queue_does_not_retry(broker: Target, ch: BlockingCh
     touch_policy(broker, other)
     still_empty(broker, ch, dlq)
     touch_policy(broker, q)
-    wait_count(broker, ch, dlq, 1)
+    wait_ready(broker, ch, dlq, 1)
 
 
 def test_a_dlx_given_by_policy_can_be_changed_and_the_held_message_follows(broker: Target, ch: BlockingChannel) -> None:
@@ -193,7 +180,7 @@ def test_a_dlx_given_by_policy_can_be_changed_and_the_held_message_follows(broke
     assert held(broker, q) in (1, None)
     assert ready(ch, q) == 0
     broker.set_policy(pol, anchored(q), {"dead-letter-exchange": dlx2, "dead-letter-routing-key": "k2"})
-    wait_count(broker, ch, target, 1)
+    wait_ready(broker, ch, target, 1)
     method, props, body = get(ch, target)
     assert (body, method.exchange, method.routing_key) == (b"m", dlx2, "k2")
     (death,) = props.headers["x-death"]
@@ -216,7 +203,7 @@ def test_clearing_the_policy_that_gave_the_dlx_deletes_what_is_held(broker: Targ
     broker.set_policy(pol, anchored(q), {"dead-letter-exchange": "", "dead-letter-routing-key": target})
     still_empty(broker, ch, target)
     pub(ch, q, "m3", expiration="0")
-    wait_count(broker, ch, target, 1)
+    wait_ready(broker, ch, target, 1)
     assert drain(ch, target) == [b"m3"]
 
 
@@ -248,13 +235,13 @@ def test_purge_leaves_the_held_dead_letters(broker: Target, ch: BlockingChannel)
     pub(ch, q, "d2", expiration="0")
     pub(ch, q, "r1")
     quiet(broker)
-    wait_count(broker, ch, q, 1)
+    wait_ready(broker, ch, q, 1)
     assert ch.queue_purge(q).method.message_count == 1
     assert held(broker, q) in (2, None)
     ch.exchange_declare(dlx, "direct")
     ch.queue_bind(dlq, dlx, "k")
     touch_policy(broker, q)
-    wait_count(broker, ch, dlq, 2)
+    wait_ready(broker, ch, dlq, 2)
     assert drain(ch, dlq) == [b"d1", b"d2"]
 
 
@@ -265,7 +252,7 @@ def test_delete_ok_counts_only_ready_messages(broker: Target, ch: BlockingChanne
     pub(ch, q, "d2", expiration="0")
     pub(ch, q, "r1")
     quiet(broker)
-    wait_count(broker, ch, q, 1)
+    wait_ready(broker, ch, q, 1)
     assert ch.queue_delete(q).method.message_count == 1
 
 
@@ -279,7 +266,7 @@ def test_a_refused_message_is_not_retried_by_a_policy_change_until_its_timeout(
     q = queue(ch, broker.name("src"), **ALO, **{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": target})
     pub(ch, q, "m1", expiration="0")
     pub(ch, q, "m2", expiration="0")
-    wait_count(broker, ch, target, 1)
+    wait_ready(broker, ch, target, 1)
     assert drain(ch, target) == [b"m1"]
     touch_policy(broker, q)
     still_empty(broker, ch, target)
@@ -303,7 +290,7 @@ def test_with_two_targets_only_the_refusing_one_gets_the_retry(broker: Target, c
     pub(ch, full, "filler")
     q = queue(ch, broker.name("src"), **ALO, **{"x-dead-letter-exchange": dlx})
     pub(ch, q, "m", expiration="0")
-    wait_count(broker, ch, ok, 1)
+    wait_ready(broker, ch, ok, 1)
     quiet(broker)
     assert drain(ch, full) == [b"filler"]
     assert held(broker, q) in (1, None)
@@ -333,8 +320,8 @@ def test_exchange_to_exchange_binding_and_alternate_exchange_on_the_dlx(broker: 
     q = queue(ch, broker.name("src"), **ALO, **{"x-dead-letter-exchange": dlx})
     pub(ch, q, "m1", expiration="0", headers={"CC": ["k"]})
     pub(ch, q, "m2", expiration="0")
-    wait_count(broker, ch, via_e2e, 1)
-    wait_count(broker, ch, via_ae, 1)
+    wait_ready(broker, ch, via_e2e, 1)
+    wait_ready(broker, ch, via_ae, 1)
     assert drain(ch, via_e2e) == [b"m1"]
     assert drain(ch, via_ae) == [b"m2"]
     assert held(broker, q) in (0, None)
@@ -359,7 +346,7 @@ def test_delivery_limit_dead_letters_are_held_too(broker: Target, ch: BlockingCh
     ch.exchange_declare(dlx, "direct")
     ch.queue_bind(dlq, dlx, "k")
     touch_policy(broker, q)
-    wait_count(broker, ch, dlq, 1)
+    wait_ready(broker, ch, dlq, 1)
     _, props, _ = get(ch, dlq)
     (death,) = props.headers["x-death"]
     assert (death["reason"], death["queue"]) == ("delivery_limit", q)
