@@ -11,9 +11,6 @@ runs the real broker only if its version falls under that profile (the local Rab
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,49 +20,43 @@ import pika
 import pytest
 
 from fakerabbit import FakeRabbit
+from tests.realbrokers import RealBroker, by_param, real_brokers, real_params
 
-REAL_URL = os.environ.get("FAKERABBIT_REAL_URL")
-_real_version: str | None = None
+REAL_BROKERS = real_brokers()
+REAL_URL = REAL_BROKERS[-1].url if REAL_BROKERS else None
+"""The newest configured real broker's URL (``None`` without one); tests get their own as ``broker.url``."""
 
 
 def real_version() -> str:
-    global _real_version
-    if _real_version is None:
-        assert REAL_URL
-        conn = pika.BlockingConnection(pika.URLParameters(REAL_URL))
-        props = conn._impl.server_properties
-        v = props.get("version", b"0")
-        _real_version = v.decode() if isinstance(v, bytes) else str(v)
-        conn.close()
-    return _real_version
-
-
-def profile_matches(profile: str, version: str) -> bool:
-    """Does a real RabbitMQ ``version`` fall under fakerabbit's ``profile``?"""
-    major_minor = tuple(int(x) for x in version.split(".")[:2])
-    p = tuple(int(x) for x in profile.split(".")[:2])
-    if p <= (3, 12):
-        return major_minor <= (3, 12) and (p >= (3, 12) or major_minor == p)
-    if p == (3, 13):
-        return major_minor == (3, 13)
-    if p == (4, 0):
-        return (4, 0) <= major_minor <= (4, 2)
-    return major_minor >= p
+    """The newest configured real broker's version."""
+    assert REAL_BROKERS
+    return REAL_BROKERS[-1].version
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "broker" in metafunc.fixturenames:
-        kinds = ["fake", "real"] if REAL_URL else ["fake"]
-        metafunc.parametrize("broker", kinds, indirect=True)
+        marker = metafunc.definition.get_closest_marker("rabbitmq_version")
+        profile = marker.args[0] if marker else None
+        params: list[str] = []
+        if metafunc.definition.get_closest_marker("real_only") is None:
+            params.append("fake")
+        if metafunc.definition.get_closest_marker("fake_only") is None:
+            params += real_params(profile)
+        metafunc.parametrize("broker", params or ["fake"], indirect=True)
+
+
+def _vt(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split(".")[:2])
 
 
 class Target:
     """One broker under test."""
 
-    def __init__(self, kind: str, url: str, fake: FakeRabbit | None) -> None:
+    def __init__(self, kind: str, url: str, fake: FakeRabbit | None, real: RealBroker | None = None) -> None:
         self.kind = kind
         self.url = url
         self.fake = fake
+        self.real = real
         self._prefix = f"t{uuid.uuid4().hex[:8]}-"
         self._queues: set[str] = set()
         self._exchanges: set[str] = set()
@@ -74,6 +65,18 @@ class Target:
     @property
     def is_fake(self) -> bool:
         return self.kind == "fake"
+
+    @property
+    def version(self) -> str:
+        """The RabbitMQ version this target behaves as: the real broker's label, or the fake's profile."""
+        if self.real is not None:
+            return self.real.label
+        assert self.fake is not None
+        return str(self.fake.broker.profile.name)
+
+    def at_least(self, version: str) -> bool:
+        """Does this target behave as RabbitMQ ``version`` or newer?"""
+        return _vt(self.version) >= _vt(version)
 
     def name(self, base: str = "q", kind: str = "queue") -> str:
         """A unique name for this test; remembered for cleanup."""
@@ -111,24 +114,8 @@ class Target:
             else:
                 self.fake.set_policy(name, pattern, definition, priority=priority, apply_to=apply_to)
             return
-        cmd = "set_operator_policy" if operator else "set_policy"
-        subprocess.run(
-            [
-                "rabbitmqctl",
-                "-q",
-                cmd,
-                name,
-                pattern,
-                json.dumps(definition),
-                "--priority",
-                str(priority),
-                "--apply-to",
-                apply_to,
-            ],
-            check=True,
-            capture_output=True,
-        )
-        time.sleep(0.05)
+        assert self.real is not None
+        self.real.set_policy(name, pattern, definition, priority=priority, apply_to=apply_to, operator=operator)
 
     def clear_policy(self, name: str, *, operator: bool = False) -> None:
         if self.fake is not None:
@@ -137,18 +124,16 @@ class Target:
             else:
                 self.fake.clear_policy(name)
             return
-        cmd = "clear_operator_policy" if operator else "clear_policy"
-        subprocess.run(["rabbitmqctl", "-q", cmd, name], check=True, capture_output=True)
-        time.sleep(0.05)
+        assert self.real is not None
+        self.real.clear_policy(name, operator=operator)
 
     def cleanup(self) -> None:
         if self.fake is not None:
             return
+        assert self.real is not None
         for name, operator in self._policies:
-            subprocess.run(
-                ["rabbitmqctl", "-q", "clear_operator_policy" if operator else "clear_policy", name],
-                capture_output=True,
-            )
+            with contextlib.suppress(Exception):
+                self.real.http("DELETE", f"/api/{'operator-policies' if operator else 'policies'}/%2F/{name}")
         try:
             conn = self.connect()
         except Exception:
@@ -175,18 +160,12 @@ class Target:
 def broker(request: pytest.FixtureRequest) -> Iterator[Target]:
     marker = request.node.get_closest_marker("rabbitmq_version")
     profile = marker.args[0] if marker else None
-    if request.param == "real":
-        if request.node.get_closest_marker("fake_only"):
-            pytest.skip("fakerabbit-specific behaviour")
-        if profile is not None and not profile_matches(profile, real_version()):
-            pytest.skip(f"real RabbitMQ {real_version()} does not show the {profile} behaviour")
-        assert REAL_URL
-        target = Target("real", REAL_URL, None)
+    if request.param != "fake":
+        real = by_param(request.param)
+        target = Target("real", real.url, None, real)
         yield target
         target.cleanup()
         return
-    if request.node.get_closest_marker("real_only"):
-        pytest.skip("real broker only")
     with FakeRabbit(rabbitmq_version=profile) as rabbit:
         yield Target("fake", rabbit.url, rabbit)
 

@@ -8,7 +8,6 @@ with ``rabbitmqctl`` (a uniquely named user, deleted afterwards).
 from __future__ import annotations
 
 import re
-import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ import pika
 import pytest
 
 from fakerabbit import FakeRabbit
-from tests.conformance.conftest import REAL_URL, Target
+from tests.conformance.conftest import Target
 
 
 @dataclass
@@ -40,20 +39,17 @@ def limited(broker: Target) -> Iterator[LimitedUser]:
 
             yield LimitedUser(f"amqp://{user}:pw@127.0.0.1:{rabbit.port}/%2F", user, set_fake)
         return
-    assert REAL_URL
-    subprocess.run(["rabbitmqctl", "-q", "add_user", user, "pw"], check=True, capture_output=True)
+    real = broker.real
+    assert real is not None
+    real.add_user(user, "pw")
 
     def set_real(configure: str, write: str, read: str) -> None:
-        subprocess.run(
-            ["rabbitmqctl", "-q", "set_permissions", "-p", "/", user, configure, write, read],
-            check=True,
-            capture_output=True,
-        )
+        real.set_permissions(user, configure, write, read)
 
     try:
-        yield LimitedUser(re.sub(r"//[^@]*@", f"//{user}:pw@", REAL_URL), user, set_real)
+        yield LimitedUser(re.sub(r"//[^@]*@", f"//{user}:pw@", real.url), user, set_real)
     finally:
-        subprocess.run(["rabbitmqctl", "-q", "delete_user", user], capture_output=True)
+        real.delete_user(user)
 
 
 def _declare(url: str, queue: str, arguments: dict[str, object]) -> pika.exceptions.ChannelClosedByBroker | None:

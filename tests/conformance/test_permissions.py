@@ -7,7 +7,6 @@ On the fake a user is made with ``FakeRabbit(users=...)`` and ``broker.auth``; o
 from __future__ import annotations
 
 import re
-import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ import pika.exceptions
 import pytest
 
 from fakerabbit import FakeRabbit
-from tests.conformance.conftest import REAL_URL, Target
+from tests.conformance.conftest import Target
 
 
 @dataclass
@@ -51,29 +50,25 @@ def user(broker: Target) -> Iterator[User]:
 
             yield User(name, f"amqp://{name}:pw@127.0.0.1:{rabbit.port}/%2F", grant_fake, revoke_fake, rabbit.url)
         return
-    assert REAL_URL
-    subprocess.run(["rabbitmqctl", "-q", "add_user", name, "pw"], check=True, capture_output=True)
+    real = broker.real
+    assert real is not None
+    real.add_user(name, "pw")
 
     def grant_real(configure: str, write: str, read: str) -> None:
-        subprocess.run(
-            ["rabbitmqctl", "-q", "set_permissions", "-p", "/", name, configure, write, read],
-            check=True,
-            capture_output=True,
-        )
+        real.set_permissions(name, configure, write, read)
 
     def revoke_real() -> None:
-        subprocess.run(["rabbitmqctl", "-q", "clear_permissions", "-p", "/", name], check=True, capture_output=True)
+        real.clear_permissions(name)
 
     try:
-        yield User(name, re.sub(r"//[^@]*@", f"//{name}:pw@", REAL_URL), grant_real, revoke_real, REAL_URL)
+        yield User(name, re.sub(r"//[^@]*@", f"//{name}:pw@", real.url), grant_real, revoke_real, real.url)
     finally:
-        subprocess.run(["rabbitmqctl", "-q", "delete_user", name], capture_output=True)
-        _cleanup_real(name)
+        real.delete_user(name)
+        _cleanup_real(real.url, name)
 
 
-def _cleanup_real(prefix: str) -> None:
-    assert REAL_URL
-    conn = pika.BlockingConnection(pika.URLParameters(REAL_URL))
+def _cleanup_real(url: str, prefix: str) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(url))
     try:
         for suffix in ("q", "q2", "x", "x2", "dst", "ae"):
             ch = conn.channel()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 
 import pika
 import pytest
@@ -336,11 +335,8 @@ def _policy_error(broker: Target, definition: dict[str, object]) -> str:
         with pytest.raises(PolicyError) as e:
             broker.fake.set_policy(name, pattern, dict(definition))
         return str(e.value)
-    out = subprocess.run(
-        ["rabbitmqctl", "-q", "set_policy", name, pattern, json.dumps(definition), "--apply-to", "queues"],
-        capture_output=True,
-        text=True,
-    )
+    assert broker.real is not None
+    out = broker.real.ctl("-q", "set_policy", name, pattern, json.dumps(definition), "--apply-to", "queues")
     assert out.returncode != 0
     return out.stderr.strip().splitlines()[-1]
 
