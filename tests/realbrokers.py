@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import html
 import json
 import os
 import pathlib
@@ -159,6 +160,9 @@ class RealBroker:
             f"/api/{kind}/{quote(vhost, safe='')}/{quote(name, safe='')}",
             {"pattern": pattern, "definition": definition, "priority": priority, "apply-to": apply_to},
         )
+        if status == 400 and isinstance(body, dict):
+            lines = [ln for ln in html.unescape(str(body.get("reason", ""))).splitlines() if ln.strip()]
+            raise PolicyRefused(lines[-1] if lines else str(body))
         if status >= 300:
             raise RuntimeError(f"set {kind} {name} on RabbitMQ {self.label}: {status} {body}")
         time.sleep(0.05)  # policies are applied to queues asynchronously
@@ -191,6 +195,10 @@ class RealBroker:
     def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run this broker's own ``rabbitmqctl`` (through ``scripts/real-rabbitmq.sh ctl``)."""
         return subprocess.run(["bash", str(SCRIPT), "ctl", self.label, *args], capture_output=True, text=True)
+
+
+class PolicyRefused(Exception):
+    """A live broker refused a policy; ``str()`` is its validation message (as rabbitmqctl prints it)."""
 
 
 def _management_for(url: str) -> str:
