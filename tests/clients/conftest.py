@@ -10,7 +10,6 @@ broker only (on the fake the effect must already be there: nothing here ever sle
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
@@ -20,10 +19,12 @@ import pytest
 
 from fakerabbit import FakeRabbit
 from tests.conformance.conftest import Target
+from tests.realbrokers import by_param, real_brokers, real_params
 
 T = TypeVar("T")
 
-REAL_URL = os.environ.get("FAKERABBIT_REAL_URL")
+REAL_URL = REAL_BROKERS[-1].url if (REAL_BROKERS := real_brokers()) else None
+"""The newest configured real broker's URL (``None`` without one)."""
 TTL_MS = 50
 """The TTL the sessions use: tiny, so that the real broker needs only a short wait."""
 REAL_TIMEOUT = 5.0
@@ -32,7 +33,7 @@ REAL_TIMEOUT = 5.0
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "broker" in metafunc.fixturenames:
-        metafunc.parametrize("broker", ["fake", "real"] if REAL_URL else ["fake"], indirect=True)
+        metafunc.parametrize("broker", ["fake", *real_params()], indirect=True)
 
 
 class ClientTarget(Target):
@@ -111,9 +112,9 @@ def not_found(queue: str, vhost: str = "/") -> str:
 
 @pytest.fixture
 def broker(request: pytest.FixtureRequest) -> Iterator[ClientTarget]:
-    if request.param == "real":
-        assert REAL_URL
-        target = ClientTarget("real", REAL_URL, None)
+    if request.param != "fake":
+        real = by_param(request.param)
+        target = ClientTarget("real", real.url, None, real)
         yield target
         target.cleanup()
         return

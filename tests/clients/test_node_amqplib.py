@@ -20,6 +20,7 @@ import pytest
 
 from fakerabbit import FakeRabbit
 from tests.clients.conftest import REAL_URL, ClientTarget, not_found
+from tests.realbrokers import real_brokers
 
 NODE_DIR = Path(__file__).parent / "node"
 TIMEOUT = 30.0
@@ -117,7 +118,7 @@ def test_node_amqplib_session(
     amqplib_session_script: Path, broker: ClientTarget, node_outputs: dict[str, dict[str, Any]]
 ) -> None:
     out = run_node_session(amqplib_session_script, broker)
-    node_outputs[broker.kind] = copy.deepcopy(out)
+    node_outputs[broker.real.param if broker.real is not None else "fake"] = copy.deepcopy(out)
     assert out.pop("server") == {"product": "RabbitMQ"}
     assert out.pop("declareOk") == {"queue": "P-work", "messageCount": 0, "consumerCount": 0}
     assert out.pop("returned") == [
@@ -228,23 +229,20 @@ def test_node_amqplib_session(
     assert out == {}, f"unchecked output: {out}"
 
 
-@pytest.mark.skipif(REAL_URL is None, reason="FAKERABBIT_REAL_URL is not set")
+@pytest.mark.skipif(REAL_URL is None, reason="no real RabbitMQ is configured")
 def test_node_amqplib_same_json_on_both_brokers(
     amqplib_session_script: Path, node_outputs: dict[str, dict[str, Any]]
 ) -> None:
-    """The whole JSON the script printed is the same on fakerabbit and on RabbitMQ (the sessions above ran
-    first; run here if they did not)."""
-    for kind in ("fake", "real"):
-        if kind in node_outputs:
-            continue
-        if kind == "real":
-            assert REAL_URL is not None
-            target = ClientTarget("real", REAL_URL, None)
+    """The whole JSON the script printed is the same on fakerabbit and on each real RabbitMQ (the sessions above
+    ran first; run here if they did not)."""
+    if "fake" not in node_outputs:
+        with FakeRabbit() as rabbit:
+            node_outputs["fake"] = run_node_session(amqplib_session_script, ClientTarget("fake", rabbit.url, rabbit))
+    for real in real_brokers():
+        if real.param not in node_outputs:
+            target = ClientTarget("real", real.url, None, real)
             try:
-                node_outputs[kind] = run_node_session(amqplib_session_script, target)
+                node_outputs[real.param] = run_node_session(amqplib_session_script, target)
             finally:
                 target.cleanup()
-        else:
-            with FakeRabbit() as rabbit:
-                node_outputs[kind] = run_node_session(amqplib_session_script, ClientTarget("fake", rabbit.url, rabbit))
-    assert comparable(node_outputs["fake"]) == comparable(node_outputs["real"])
+        assert comparable(node_outputs["fake"]) == comparable(node_outputs[real.param]), real.param
