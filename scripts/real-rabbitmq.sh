@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Start a live RabbitMQ of the given version for the conformance tests, and print its AMQP URL as the last line.
 #
-#   scripts/real-rabbitmq.sh 3.10   the system RabbitMQ (Debian bookworm's 3.10.8) on 5672, management on 15672
+#   scripts/real-rabbitmq.sh 3.10   the system RabbitMQ (Debian bookworm's 3.10.8) on 5672, management on 15672;
+#                                   on a machine without one, bookworm's 3.10.8 in a chroot on 5676 (mgmt 15676)
 #   scripts/real-rabbitmq.sh 4.0    Debian trixie's 4.0.5 in a chroot on 5675, management on 15675
 #   scripts/real-rabbitmq.sh 4.3    Debian sid's 4.3.6 in a chroot on 5674, management on 15674
 #   scripts/real-rabbitmq.sh stop 4.3   stop a chroot broker
@@ -47,6 +48,7 @@ usage() { echo "usage: $0 {3.10|4.0|4.3} | $0 stop {4.0|4.3} | $0 ctl {3.10|4.0|
 
 chroot_params() {  # version -> suite port mgmt dist node
   case "$1" in
+    3.10) suite=bookworm; port=5676; mgmt=15676; dist=25676; node=rabbit310 ;;
     4.0) suite=trixie; port=5675; mgmt=15675; dist=25675; node=rabbit40 ;;
     4.3) suite=sid; port=5674; mgmt=15674; dist=25674; node=rabbit43 ;;
     *) usage ;;
@@ -54,9 +56,11 @@ chroot_params() {  # version -> suite port mgmt dist node
   dir="$cache/$1"
 }
 
+system310() { [ "${FAKERABBIT_SYSTEM_RABBITMQ:-1}" != 0 ] && command -v rabbitmq-server >/dev/null 2>&1; }
+
 if [ "$1" = ctl ]; then
   [ $# -ge 2 ] || usage
-  if [ "$2" = 3.10 ]; then shift 2; exec rabbitmqctl "$@"; fi
+  if [ "$2" = 3.10 ] && system310; then shift 2; exec rabbitmqctl "$@"; fi
   chroot_params "$2"
   shift 2
   exec chroot "$dir" /usr/bin/env HOME=/var/lib/rabbitmq /usr/sbin/rabbitmqctl -n "$node@localhost" "$@"
@@ -73,7 +77,7 @@ fi
 
 version="$1"
 
-if [ "$version" = 3.10 ]; then
+if [ "$version" = 3.10 ] && system310; then
   if ! amqp_ready 5672; then
     log "starting the system RabbitMQ"
     rabbitmq-server -detached >/dev/null 2>&1 || true
