@@ -5,7 +5,7 @@ and ``fakerabbit_clock``. One server is started per session (per pytest-xdist wo
 asks for it; a test whose ``@pytest.mark.fakerabbit(...)`` needs another RabbitMQ version, other users, vhosts
 or clock gets a server of its own, kept for later tests with the same settings.
 
-With ``--fakerabbit-url amqp://...`` the same tests run against a real RabbitMQ (see :mod:`conftest_plugin.real`).
+With ``--fakerabbit-url amqp://...`` the same tests run against a real RabbitMQ (see :mod:`fakerabbit_pytest.real`).
 See ``docs/pytest.md``.
 """
 
@@ -229,7 +229,7 @@ class FakeRabbitSession:
 
     defaults: FakeRabbitSettings
     servers: dict[tuple[Any, ...], FakeRabbit] = field(default_factory=dict)
-    real: Any = None  # conftest_plugin.real.RealRabbit, created on first use
+    real: Any = None  # fakerabbit_pytest.real.RealRabbit, created on first use
 
     def server(self, settings: FakeRabbitSettings) -> FakeRabbit:
         """A running server for ``settings`` (shared by tests with the same :attr:`~FakeRabbitSettings.server_key`)."""
@@ -248,9 +248,9 @@ class FakeRabbitSession:
 
     def real_rabbit(self) -> Any:
         if self.real is None:
-            from conftest_plugin.proxy import RecordingProxy
-            from conftest_plugin.real import RealRabbit
-            from conftest_plugin.wire import AmqpUrl, MiniClient
+            from fakerabbit_pytest.proxy import RecordingProxy
+            from fakerabbit_pytest.real import RealRabbit
+            from fakerabbit_pytest.wire import AmqpUrl, MiniClient
 
             url = self.defaults.real_url
             assert url is not None
@@ -297,7 +297,7 @@ def fakerabbit(request: pytest.FixtureRequest) -> Iterator[FakeRabbit]:
 
     The server itself lives for the whole session (per xdist worker); before each test every connection is
     dropped and all state is reset. Configure with ``@pytest.mark.fakerabbit(...)``. With ``--fakerabbit-url``
-    this is a :class:`conftest_plugin.real.RealRabbit` for a real broker instead.
+    this is a :class:`fakerabbit_pytest.real.RealRabbit` for a real broker instead.
     """
     try:
         settings = settings_for(request.node)

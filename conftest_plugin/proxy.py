@@ -17,7 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from conftest_plugin.wire import (
+from fakerabbit.broker.fields import FieldError, decode_table
+from fakerabbit_pytest.wire import (
     FRAME_METHOD,
     PROTOCOL_HEADER,
     connection_close_frame,
@@ -27,7 +28,6 @@ from conftest_plugin.wire import (
     shortstr,
     split_frames,
 )
-from fakerabbit.broker.fields import FieldError, decode_table
 
 T = TypeVar("T")
 

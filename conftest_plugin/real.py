@@ -19,9 +19,9 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest_plugin.proxy import Link, RecordingProxy
-from conftest_plugin.wire import AMQPClosed, AmqpUrl, MiniClient
 from fakerabbit.testing.api import MANAGEMENT_CLOSE_TEXT, ConnectionFilter
+from fakerabbit_pytest.proxy import Link, RecordingProxy
+from fakerabbit_pytest.wire import AMQPClosed, AmqpUrl, MiniClient
 
 #: Extra real time :meth:`RealClock.advance` waits so the broker has acted on what fell due.
 REAL_WAIT_GRACE = 0.1

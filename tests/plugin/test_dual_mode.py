@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest_plugin.wire import AMQPClosed, AmqpUrl, MiniClient
+from fakerabbit_pytest.wire import AMQPClosed, AmqpUrl, MiniClient
 
 pytest_plugins = ["pytester"]
 
