@@ -14,6 +14,7 @@ See ``docs/pytest.md``.
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -376,11 +377,11 @@ class FakeRabbitSession:
             try:
                 api.rabbitmq_version()
             except ManagementError as exc:
-                problem = f"it does not answer at {api.base_url} ({exc})"
+                problem = f"does not answer at {api.base_url} ({exc})"
                 api = None
             if self.worker_id is not None:
                 if api is None:  # the controller checked it at session start; it went away since
-                    raise RuntimeError(f"fakerabbit: cannot make this xdist worker's vhost: {problem}")
+                    raise RuntimeError(f"fakerabbit: cannot make this xdist worker's vhost: management API {problem}")
                 vhost = f"fakerabbit-{self.worker_id}-{uuid.uuid4().hex[:8]}"
                 api.create_vhost(vhost)
                 self.worker_vhost = vhost
@@ -406,7 +407,12 @@ class FakeRabbitSession:
             if self.real.proxy is not None:
                 self.real.proxy.stop()
             if self.worker_vhost is not None and self.real.management is not None:
-                self.real.management.delete_vhost(self.worker_vhost)
+                from fakerabbit_pytest.management import ManagementError
+
+                try:
+                    self.real.management.delete_vhost(self.worker_vhost)
+                except ManagementError as exc:
+                    warnings.warn(f"fakerabbit: could not delete vhost {self.worker_vhost!r}: {exc}", stacklevel=1)
                 self.worker_vhost = None
         self.real = None
 

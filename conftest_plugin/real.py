@@ -159,7 +159,7 @@ class RealRabbit:
     def _management(self, what: str) -> ManagementClient:
         if self.management is None:
             skip_here(
-                f"{what} on a real RabbitMQ needs its management API (--fakerabbit-management-url): "
+                f"{what} against a real RabbitMQ: its management API (--fakerabbit-management-url) "
                 f"{self.management_problem}"
             )
         return self.management

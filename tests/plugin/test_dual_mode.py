@@ -391,3 +391,20 @@ def test_xdist_refused_at_start_without_the_management_api(pytester: pytest.Pyte
     assert "--fakerabbit-url with pytest-xdist gives every worker a vhost of its own" in err
     assert "which does not answer at http://127.0.0.1:9" in err
     assert "passed" not in result.stdout.str()
+
+
+def test_policies_skip_clearly_without_the_management_api(pytester: pytest.Pytester) -> None:
+    url = _live("3.10")
+    pytester.makeini(INI)
+    pytester.makepyfile(
+        test_policy="""
+        def test_policy(fakerabbit):
+            fakerabbit.set_policy("p", "^never$", {"max-length": 1})
+        """
+    )
+    result = _run(pytester, f"--fakerabbit-url={url}", "--fakerabbit-management-url=http://127.0.0.1:9")
+    result.assert_outcomes(skipped=1)
+    assert (
+        "policies against a real RabbitMQ: its management API (--fakerabbit-management-url) does not answer at "
+        "http://127.0.0.1:9" in " ".join(result.stdout.str().split())
+    )
