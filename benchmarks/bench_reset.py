@@ -5,7 +5,7 @@
 
 Measurements:
 
-- reset: ``conftest_plugin.plugin.reset_for_test`` on a running FakeRabbit (server in its thread, called from
+- reset: ``fakerabbit_pytest.plugin.reset_for_test`` on a running FakeRabbit (server in its thread, called from
   this thread exactly as the fixture does), after filling the broker with the state a test leaves behind:
   ``empty``; ``typical`` (2 pika connections, each with 5 exchanges, 5 bound queues, 50 messages, a consumer
   with 10 unacked messages; a policy); ``heavy`` (100 more queues holding 10,000 messages, 10 exchanges and
@@ -32,11 +32,11 @@ from typing import Any
 
 import pika
 
-from conftest_plugin.plugin import reset_for_test
 from fakerabbit import FakeRabbit
 from fakerabbit.broker.fields import table_from_python
 from fakerabbit.broker.properties import build_properties
 from fakerabbit.broker.session import Session
+from fakerabbit_pytest.plugin import reset_for_test
 
 
 class _Sink:

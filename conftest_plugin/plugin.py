@@ -1,16 +1,20 @@
 """The fakerabbit pytest plugin, registered through the ``pytest11`` entry point: installing is enough.
 
-Fixtures: ``fakerabbit`` (a running :class:`~fakerabbit.FakeRabbit`, reset before each test), ``fakerabbit_url``
-and ``fakerabbit_clock``. One server is started per session (per pytest-xdist worker) the first time a test
+Fixtures: ``fakerabbit`` (a running :class:`~fakerabbit.FakeRabbit`, reset before each test), ``fakerabbit_url``,
+``fakerabbit_clock`` and ``fakerabbit_management_url`` (asking for it turns the management API on).
+One server is started per session (per pytest-xdist worker) the first time a test
 asks for it; a test whose ``@pytest.mark.fakerabbit(...)`` needs another RabbitMQ version, other users, vhosts
 or clock gets a server of its own, kept for later tests with the same settings.
 
-With ``--fakerabbit-url amqp://...`` the same tests run against a real RabbitMQ (see :mod:`conftest_plugin.real`).
+With ``--fakerabbit-url amqp://...`` the same tests run against a real RabbitMQ (see :mod:`fakerabbit_pytest.real`);
+under pytest-xdist each worker then gets a vhost of its own on that broker, made through its management API.
 See ``docs/pytest.md``.
 """
 
 from __future__ import annotations
 
+import uuid
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from fakerabbit.broker.profile import get_profile
 from fakerabbit.clock import VirtualClock
 from fakerabbit.server import AnyClock, FakeRabbit
 
@@ -26,10 +31,23 @@ __all__ = ["FakeRabbitSession", "FakeRabbitSettings"]
 MARKER = "fakerabbit"
 MARKER_HELP = (
     "fakerabbit(rabbitmq_version=None, users=None, vhosts=None, start_time=None, clock=None, "
-    "dead_lettering=True, check_problems=None, fake_only=False): configure the fakerabbit fixture for one test"
+    "dead_lettering=True, dead_letter_retry_interval=None, memory_high_watermark=None, management=False, "
+    "check_problems=None, fake_only=False): configure the fakerabbit fixture for one test"
 )
 _MARKER_KEYS = frozenset(
-    {"rabbitmq_version", "users", "vhosts", "start_time", "clock", "dead_lettering", "check_problems", "fake_only"}
+    {
+        "rabbitmq_version",
+        "users",
+        "vhosts",
+        "start_time",
+        "clock",
+        "dead_lettering",
+        "dead_letter_retry_interval",
+        "memory_high_watermark",
+        "management",
+        "check_problems",
+        "fake_only",
+    }
 )
 _STASH = pytest.StashKey["FakeRabbitSession"]()
 #: Clock names FakeRabbit accepts: "frozen" / "following" follow freezegun / time-machine (see docs/clock.md).
@@ -58,6 +76,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="against a real RabbitMQ, let clock.advance(s) sleep s seconds instead of skipping the test",
     )
+    group.addoption(
+        "--fakerabbit-management-url",
+        default=None,
+        metavar="URL",
+        help="the real RabbitMQ's management API (default: http://HOST:AMQP_PORT+10000 of --fakerabbit-url); "
+        "used for policies and, under pytest-xdist, one vhost per worker",
+    )
     group.addoption("--fakerabbit-version", default=None, metavar="X.Y", help="RabbitMQ version the fake behaves like")
     group.addoption(
         "--fakerabbit-start-time",
@@ -72,6 +97,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="do not fail tests in which a client hit an unsupported feature or broke the protocol",
     )
     parser.addini("fakerabbit_url", "like --fakerabbit-url", default="")
+    parser.addini("fakerabbit_management_url", "like --fakerabbit-management-url", default="")
+    parser.addini(
+        "fakerabbit_management", "serve the management HTTP API in every test's fake", type="bool", default=False
+    )
     parser.addini("fakerabbit_real_wait", "like --fakerabbit-real-wait", type="bool", default=False)
     parser.addini("fakerabbit_rabbitmq_version", "like --fakerabbit-version", default="")
     parser.addini("fakerabbit_start_time", "like --fakerabbit-start-time", default="")
@@ -94,7 +123,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
-    config.stash[_STASH] = FakeRabbitSession(FakeRabbitSettings.from_config(config))
+    settings = FakeRabbitSettings.from_config(config)
+    config.stash[_STASH] = FakeRabbitSession(settings, worker_id=_worker_id(config))
+    if settings.real_url is not None and _xdist_controller(config):
+        _check_management_for_xdist(settings)
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """True in the process that starts pytest-xdist workers (``-n N`` with N > 0 or ``auto``)."""
+    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist"):
+        return False
+    n = config.getoption("numprocesses", None)
+    return bool(n) and config.getoption("dist", "no") != "no"
+
+
+def _worker_id(config: pytest.Config) -> str | None:
+    workerinput = getattr(config, "workerinput", None)
+    return None if workerinput is None else str(workerinput.get("workerid", "gw"))
+
+
+def _check_management_for_xdist(settings: FakeRabbitSettings) -> None:
+    from fakerabbit_pytest.management import ManagementError
+
+    api = settings.management_client()
+    try:
+        api.rabbitmq_version()
+    except ManagementError as exc:
+        raise pytest.UsageError(
+            "fakerabbit: --fakerabbit-url with pytest-xdist gives every worker a vhost of its own on the real "
+            f"RabbitMQ, made through its management API, which does not answer at {api.base_url} ({exc}). "
+            "Enable the rabbitmq_management plugin, pass --fakerabbit-management-url, or run without -n."
+        ) from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -139,10 +198,23 @@ class FakeRabbitSettings:
     clock: str = "virtual"
     dead_lettering: bool = True
     start_time: datetime | None = None
+    dead_letter_retry_interval: float = 180.0
+    memory_high_watermark: int | None = None
+    management: bool = False
     check_problems: bool = True
     fake_only: bool = False
     real_url: str | None = None
     real_wait: bool = False
+    management_url: str | None = None
+
+    def management_client(self) -> Any:
+        """A :class:`fakerabbit_pytest.management.ManagementClient` for the real broker of ``real_url``."""
+        from fakerabbit_pytest.management import ManagementClient, default_management_url
+        from fakerabbit_pytest.wire import AmqpUrl
+
+        assert self.real_url is not None
+        target = AmqpUrl.parse(self.real_url)
+        return ManagementClient(self.management_url or default_management_url(target), target.user, target.password)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> FakeRabbitSettings:
@@ -156,15 +228,27 @@ class FakeRabbitSettings:
         if clock not in CLOCKS:
             raise pytest.UsageError(f"fakerabbit_clock must be one of {CLOCKS}, not {clock!r}")
         ignore = config.getoption("fakerabbit_ignore_problems")
+        version = opt("fakerabbit_version", "fakerabbit_rabbitmq_version") or None
+        if version is not None:
+            try:  # refused once, at session start (not in every test)
+                get_profile(str(version))
+            except ValueError as exc:
+                raise pytest.UsageError(f"--fakerabbit-version / fakerabbit_rabbitmq_version: {exc}") from None
+        try:
+            start_time = _parse_time(opt("fakerabbit_start_time", "fakerabbit_start_time"))
+        except ValueError as exc:
+            raise pytest.UsageError(f"--fakerabbit-start-time / fakerabbit_start_time: {exc}") from None
         return cls(
-            rabbitmq_version=opt("fakerabbit_version", "fakerabbit_rabbitmq_version") or None,
+            rabbitmq_version=version,
             users=tuple(users.items()) if users else (("guest", "guest"),),
             vhosts=vhosts,
             clock=clock,
-            start_time=_parse_time(opt("fakerabbit_start_time", "fakerabbit_start_time")),
+            start_time=start_time,
             check_problems=False if ignore else bool(config.getini("fakerabbit_check_problems")),
             real_url=opt("fakerabbit_url", "fakerabbit_url") or None,
             real_wait=bool(opt("fakerabbit_real_wait", "fakerabbit_real_wait")),
+            management=bool(config.getini("fakerabbit_management")),
+            management_url=opt("fakerabbit_management_url", "fakerabbit_management_url") or None,
         )
 
     def with_marker(self, kwargs: Mapping[str, Any]) -> FakeRabbitSettings:
@@ -191,7 +275,21 @@ class FakeRabbitSettings:
                 if value not in CLOCKS:
                     raise MarkerError(f"@pytest.mark.fakerabbit: clock must be one of {CLOCKS}, not {value!r}")
                 changes[key] = value
+            elif key == "dead_letter_retry_interval":
+                if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                    raise MarkerError(f"@pytest.mark.fakerabbit: dead_letter_retry_interval must be > 0, not {value!r}")
+                changes[key] = float(value)
+            elif key == "memory_high_watermark":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise MarkerError(
+                        f"@pytest.mark.fakerabbit: memory_high_watermark must be bytes (an int >= 0), not {value!r}"
+                    )
+                changes[key] = value
             elif key == "rabbitmq_version":
+                try:
+                    get_profile(str(value))
+                except ValueError as exc:
+                    raise MarkerError(f"@pytest.mark.fakerabbit: {exc}") from None
                 changes[key] = str(value)
             else:
                 changes[key] = bool(value)
@@ -200,7 +298,16 @@ class FakeRabbitSettings:
     @property
     def server_key(self) -> tuple[Any, ...]:
         """Tests with equal keys can share a server (start time and problem checks are per test)."""
-        return (self.rabbitmq_version, self.users, self.vhosts, self.clock, self.dead_lettering)
+        return (
+            self.rabbitmq_version,
+            self.users,
+            self.vhosts,
+            self.clock,
+            self.dead_lettering,
+            self.dead_letter_retry_interval,
+            self.memory_high_watermark,
+            self.management,
+        )
 
 
 def _replace(s: FakeRabbitSettings, changes: dict[str, Any]) -> FakeRabbitSettings:
@@ -229,7 +336,9 @@ class FakeRabbitSession:
 
     defaults: FakeRabbitSettings
     servers: dict[tuple[Any, ...], FakeRabbit] = field(default_factory=dict)
-    real: Any = None  # conftest_plugin.real.RealRabbit, created on first use
+    real: Any = None  # fakerabbit_pytest.real.RealRabbit, created on first use
+    worker_id: str | None = None  # the pytest-xdist worker ("gw0"), None outside xdist
+    worker_vhost: str | None = None  # this worker's vhost on the real broker, deleted at the end
 
     def server(self, settings: FakeRabbitSettings) -> FakeRabbit:
         """A running server for ``settings`` (shared by tests with the same :attr:`~FakeRabbitSettings.server_key`)."""
@@ -242,31 +351,69 @@ class FakeRabbitSession:
                 clock=settings.clock,
                 rabbitmq_version=settings.rabbitmq_version,
                 dead_lettering=settings.dead_lettering,
+                dead_letter_retry_interval=settings.dead_letter_retry_interval,
+                memory_high_watermark=settings.memory_high_watermark,
+                management=settings.management,
             ).start()
             self.servers[key] = rabbit
         return rabbit
 
     def real_rabbit(self) -> Any:
+        """The :class:`~fakerabbit_pytest.real.RealRabbit` for ``--fakerabbit-url`` (under xdist: in this worker's
+        own vhost, created on first use)."""
         if self.real is None:
-            from conftest_plugin.proxy import RecordingProxy
-            from conftest_plugin.real import RealRabbit
-            from conftest_plugin.wire import AmqpUrl, MiniClient
+            from dataclasses import replace
+
+            from fakerabbit_pytest.management import ManagementError
+            from fakerabbit_pytest.proxy import RecordingProxy
+            from fakerabbit_pytest.real import RealRabbit
+            from fakerabbit_pytest.wire import AmqpUrl, MiniClient
 
             url = self.defaults.real_url
             assert url is not None
             target = AmqpUrl.parse(url)
+            api = self.defaults.management_client()
+            problem = ""
+            try:
+                api.rabbitmq_version()
+            except ManagementError as exc:
+                problem = f"does not answer at {api.base_url} ({exc})"
+                api = None
+            if self.worker_id is not None:
+                if api is None:  # the controller checked it at session start; it went away since
+                    raise RuntimeError(f"fakerabbit: cannot make this xdist worker's vhost: management API {problem}")
+                vhost = f"fakerabbit-{self.worker_id}-{uuid.uuid4().hex[:8]}"
+                api.create_vhost(vhost)
+                self.worker_vhost = vhost
+                target = replace(target, vhost=vhost)
             with MiniClient(target) as c:
                 version = c.server_version
-            proxy = None if target.tls else RecordingProxy(target.host, target.port).start()
-            self.real = RealRabbit(target, proxy, wait=self.defaults.real_wait, server_version=version)
+            proxy = None if target.tls else RecordingProxy(target.host, target.port, user=target.user).start()
+            self.real = RealRabbit(
+                target,
+                proxy,
+                wait=self.defaults.real_wait,
+                server_version=version,
+                management=api,
+                management_problem=problem,
+            )
         return self.real
 
     def close(self) -> None:
         for rabbit in self.servers.values():
             rabbit.stop()
         self.servers.clear()
-        if self.real is not None and self.real.proxy is not None:
-            self.real.proxy.stop()
+        if self.real is not None:
+            if self.real.proxy is not None:
+                self.real.proxy.stop()
+            if self.worker_vhost is not None and self.real.management is not None:
+                from fakerabbit_pytest.management import ManagementError
+
+                try:
+                    self.real.management.delete_vhost(self.worker_vhost)
+                except ManagementError as exc:
+                    warnings.warn(f"fakerabbit: could not delete vhost {self.worker_vhost!r}: {exc}", stacklevel=1)
+                self.worker_vhost = None
         self.real = None
 
 
@@ -297,7 +444,7 @@ def fakerabbit(request: pytest.FixtureRequest) -> Iterator[FakeRabbit]:
 
     The server itself lives for the whole session (per xdist worker); before each test every connection is
     dropped and all state is reset. Configure with ``@pytest.mark.fakerabbit(...)``. With ``--fakerabbit-url``
-    this is a :class:`conftest_plugin.real.RealRabbit` for a real broker instead.
+    this is a :class:`fakerabbit_pytest.real.RealRabbit` for a real broker instead.
     """
     try:
         settings = settings_for(request.node)
@@ -307,6 +454,8 @@ def fakerabbit(request: pytest.FixtureRequest) -> Iterator[FakeRabbit]:
         problem = ""
     if problem:
         pytest.fail(problem, pytrace=False)
+    if "fakerabbit_management_url" in request.fixturenames and not settings.management:
+        settings = _replace(settings, {"management": True})
     session = request.config.stash[_STASH]
     if settings.real_url is not None:
         yield from _real(session, settings)
@@ -328,6 +477,13 @@ def _real(session: FakeRabbitSession, settings: FakeRabbitSettings) -> Iterator[
         pytest.skip("needs users or vhosts of its own (@pytest.mark.fakerabbit); not set up on a real RabbitMQ")
     if settings.clock != defaults.clock:
         pytest.skip("asks for a specific clock (@pytest.mark.fakerabbit(clock=...)); a real RabbitMQ has its own")
+    if settings.start_time is not None:
+        pytest.skip(
+            f"sets the broker's start time ({settings.start_time.isoformat()}: start_time / --fakerabbit-start-time); "
+            "a real RabbitMQ runs on its own clock"
+        )
+    if settings.memory_high_watermark is not None:
+        pytest.skip("sets memory_high_watermark (@pytest.mark.fakerabbit); a real RabbitMQ's is node-wide")
     real = session.real_rabbit()
     wanted = settings.rabbitmq_version
     if wanted is not None and not _same_minor(wanted, real.rabbitmq_version):
@@ -350,6 +506,13 @@ def _same_minor(a: str, b: str) -> bool:
 def fakerabbit_url(fakerabbit: FakeRabbit) -> str:
     """``fakerabbit.url``: the AMQP URL to connect to (``amqp://guest:guest@127.0.0.1:<port>/%2F``)."""
     return fakerabbit.url
+
+
+@pytest.fixture
+def fakerabbit_management_url(fakerabbit: FakeRabbit) -> str:
+    """``fakerabbit.management_url``: ``http://HOST:PORT`` of the RabbitMQ-compatible management HTTP API
+    (asking for this fixture serves it; with ``--fakerabbit-url``: the real broker's management API)."""
+    return fakerabbit.management_url
 
 
 @pytest.fixture

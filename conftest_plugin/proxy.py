@@ -4,7 +4,9 @@ Tests connect to the proxy, which forwards every byte unchanged and, reading the
 the queues and exchanges each test declares (including server-named queues, from ``queue.declare-ok``) so the
 plugin can delete them afterwards. It works for every client library, and under pytest-xdist each worker's
 proxy sees only its own tests' traffic. Because it sits on the connection it can also inject faults the way
-the fake does: ``connection.close``, socket resets, ``connection.blocked`` / ``unblocked``.
+the fake does: ``connection.close``, socket resets, ``connection.blocked`` / ``unblocked``, and pick the
+connections to act on by what ``connection.start-ok`` told (``where=lambda c: c.connection_name == ...``). It
+also counts the deliveries its clients have not settled yet, per queue (``unacked_count``).
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import itertools
 import struct
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from conftest_plugin.wire import (
+from fakerabbit.broker.fields import FieldError, decode_table, table_to_python
+from fakerabbit.testing.snapshots import ConnectionSnapshot
+from fakerabbit_pytest.wire import (
     FRAME_METHOD,
     PROTOCOL_HEADER,
     connection_close_frame,
@@ -27,9 +32,10 @@ from conftest_plugin.wire import (
     shortstr,
     split_frames,
 )
-from fakerabbit.broker.fields import FieldError, decode_table
 
 T = TypeVar("T")
+_U64 = struct.Struct(">Q")
+_ids = itertools.count(1)
 
 
 class Link:
@@ -39,7 +45,17 @@ class Link:
         self.proxy = proxy
         self.client = client
         self.upstream = upstream
+        self.id = next(_ids)
+        peer = client.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.client_properties: dict[str, Any] = {}
         self.vhost = "/"
+        self.channels: set[int] = set()
+        # Deliveries the client has not settled: channel -> delivery tag -> queue (acks / rejects remove them).
+        self.unacked: dict[int, dict[int, str]] = {}
+        self._consumers: dict[tuple[int, str], tuple[str, bool]] = {}  # (channel, tag) -> (queue, no_ack)
+        self._consuming: dict[int, list[tuple[str, str, bool]]] = {}  # channel -> consumes awaiting consume-ok
+        self._getting: dict[int, list[tuple[str, bool]]] = {}  # channel -> basic.get awaiting get-ok / empty
         self.blocked_capable = False
         self.open = False  # connection.open seen: frames may be injected
         self.closing = False  # a close was injected: forward nothing more
@@ -49,8 +65,9 @@ class Link:
     def from_client(self, channel: int, payload: bytes) -> None:
         ids = method_ids(payload)
         try:
-            if ids == (10, 11):  # connection.start-ok: capabilities
+            if ids == (10, 11):  # connection.start-ok: client properties and capabilities
                 props, _ = decode_table(payload, 4)
+                self.client_properties = table_to_python(props)
                 caps = props.get("capabilities")
                 if caps is not None and caps[0] == "F":
                     flag = caps[1].get("connection.blocked")
@@ -72,16 +89,89 @@ class Link:
                     self.proxy.declared_exchanges.add((self.vhost, name))
             elif ids == (10, 51) and self.closing:  # close-ok for an injected close
                 self.client.close()
-        except (IndexError, struct.error, FieldError):
+            else:
+                self._track_client(channel, ids, payload)
+        except (IndexError, struct.error, FieldError, UnicodeDecodeError):
             pass  # not ours to judge: the broker will answer a malformed frame
+
+    def _track_client(self, channel: int, ids: tuple[int, int], payload: bytes) -> None:
+        if ids == (20, 10):  # channel.open
+            self.channels.add(channel)
+        elif ids in ((20, 40), (20, 41)):  # channel.close / close-ok (for the server's close)
+            self._forget_channel(channel)
+        elif ids == (60, 20):  # basic.consume: ticket, queue, consumer-tag, bits (no-ack = bit 1)
+            queue, pos = read_shortstr(payload, 6)
+            tag, pos = read_shortstr(payload, pos)
+            no_ack = bool(payload[pos] & 2)
+            if tag:
+                self._consumers[(channel, tag)] = (queue, no_ack)
+            self._consuming.setdefault(channel, []).append((queue, tag, no_ack))
+        elif ids == (60, 70):  # basic.get: ticket, queue, bits (no-ack = bit 0)
+            queue, pos = read_shortstr(payload, 6)
+            self._getting.setdefault(channel, []).append((queue, bool(payload[pos] & 1)))
+        elif ids in ((60, 80), (60, 90), (60, 120)):  # ack / reject / nack: delivery-tag, bits (multiple = bit 0)
+            (tag,) = _U64.unpack_from(payload, 4)
+            multiple = ids != (60, 90) and bool(payload[12] & 1)
+            pending = self.unacked.get(channel, {})
+            if multiple:
+                for t in [t for t in pending if tag == 0 or t <= tag]:
+                    del pending[t]
+            else:
+                pending.pop(tag, None)
+        elif ids == (60, 110):  # basic.recover: everything unacked goes back
+            self.unacked.pop(channel, None)
+
+    def _forget_channel(self, channel: int) -> None:
+        self.channels.discard(channel)
+        self.unacked.pop(channel, None)
+        self._consuming.pop(channel, None)
+        self._getting.pop(channel, None)
+        for key in [k for k in self._consumers if k[0] == channel]:
+            del self._consumers[key]
+
+    def snapshot(self) -> ConnectionSnapshot:
+        """This connection as ``where=`` filters see it (like the fake's ``rabbit.connections()``)."""
+        return ConnectionSnapshot(
+            id=self.id,
+            name=f"{self.peer} -> {self.proxy.target[0]}:{self.proxy.target[1]}",
+            user=self.proxy.user,
+            vhost=self.vhost,
+            peer=self.peer,
+            client_properties=dict(self.client_properties),
+            channels=len(self.channels),
+        )
 
     # -- server -> client -----------------------------------------------------------------------------------
     def from_server(self, channel: int, payload: bytes) -> None:
-        if method_ids(payload) == (50, 11) and channel in self._server_named:
+        ids = method_ids(payload)
+        if ids == (50, 11) and channel in self._server_named:
             self._server_named.discard(channel)
             with contextlib.suppress(IndexError):
                 name, _ = read_shortstr(payload, 4)
                 self.proxy.declared_queues.add((self.vhost, name))
+            return
+        with contextlib.suppress(IndexError, struct.error, UnicodeDecodeError):
+            if ids == (60, 21):  # basic.consume-ok: the tag of the oldest pending consume
+                tag, _ = read_shortstr(payload, 4)
+                waiting = self._consuming.get(channel)
+                if waiting:
+                    queue, _asked, no_ack = waiting.pop(0)
+                    self._consumers[(channel, tag)] = (queue, no_ack)
+            elif ids == (60, 60):  # basic.deliver: consumer-tag, delivery-tag
+                tag, pos = read_shortstr(payload, 4)
+                (dtag,) = _U64.unpack_from(payload, pos)
+                consumer = self._consumers.get((channel, tag))
+                if consumer is not None and not consumer[1]:
+                    self.unacked.setdefault(channel, {})[dtag] = consumer[0]
+            elif ids in ((60, 71), (60, 72)):  # basic.get-ok (delivery-tag) / get-empty
+                gets = self._getting.get(channel)
+                if gets:
+                    queue, no_ack = gets.pop(0)
+                    if ids == (60, 71) and not no_ack:
+                        (dtag,) = _U64.unpack_from(payload, 4)
+                        self.unacked.setdefault(channel, {})[dtag] = queue
+            elif ids in ((20, 40), (20, 41)):  # the broker closed the channel: unacked messages went back
+                self._forget_channel(channel)
 
     # -- fault injection (on the proxy's loop) --------------------------------------------------------------
     def inject_close(self, reply_code: int, reply_text: str) -> None:
@@ -110,8 +200,9 @@ class Link:
 class RecordingProxy:
     """Forwards ``127.0.0.1:<port>`` to ``target_host:target_port`` on a private event loop in a thread."""
 
-    def __init__(self, target_host: str, target_port: int) -> None:
+    def __init__(self, target_host: str, target_port: int, *, user: str = "guest") -> None:
         self.target = (target_host, target_port)
+        self.user = user
         self.declared_queues: set[tuple[str, str]] = set()
         self.declared_exchanges: set[tuple[str, str]] = set()
         self.links: set[Link] = set()
@@ -181,16 +272,38 @@ class RecordingProxy:
 
         return self.call(take)
 
-    def for_each_link(self, fn: Callable[[Link], None]) -> int:
-        """Apply ``fn`` to every live link on the proxy's loop; returns how many."""
+    def for_each_link(
+        self, fn: Callable[[Link], None], where: Callable[[ConnectionSnapshot], bool] | None = None
+    ) -> int:
+        """Apply ``fn`` to every live link (that ``where`` picks, by its snapshot) on the proxy's loop; returns
+        how many."""
 
         def run() -> int:
-            links = list(self.links)
+            links = [link for link in self.links if where is None or (link.open and where(link.snapshot()))]
             for link in links:
                 fn(link)
             return len(links)
 
         return self.call(run)
+
+    def connections(self) -> list[ConnectionSnapshot]:
+        """The open client connections (past ``connection.open``), oldest first."""
+        return self.call(lambda: sorted((link.snapshot() for link in self.links if link.open), key=lambda c: c.id))
+
+    def unacked_count(self, vhost: str, queue: str) -> int:
+        """Deliveries from ``queue`` that clients of this proxy hold unsettled."""
+
+        def count() -> int:
+            return sum(
+                1
+                for link in self.links
+                if link.vhost == vhost and not link.closing
+                for pending in link.unacked.values()
+                for q in pending.values()
+                if q == queue
+            )
+
+        return self.call(count)
 
     # -- pumping --------------------------------------------------------------------------------------------
     async def _handle(self, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:

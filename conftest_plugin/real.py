@@ -1,16 +1,15 @@
 """Dual mode: what the ``fakerabbit`` fixture gives a test when ``--fakerabbit-url`` points at a real RabbitMQ.
 
 :class:`RealRabbit` has the same shape as :class:`fakerabbit.FakeRabbit` where a real broker allows it:
-``url`` (through the recording proxy), ``clock`` (waits in real time, or skips the test), message and consumer
-counts, policies (through ``rabbitmqctl``), and fault injection at the proxy. What only the fake can do
-(looking at messages without consuming them, the event log, restarting the node) skips the test with a reason.
+``url`` (through the recording proxy), ``clock`` (waits in real time, or skips the test), message, unacked and
+consumer counts, policies (through the broker's management API), connections and fault injection at the proxy.
+What only the fake can do (looking at messages without consuming them, the event log, restarting the node)
+skips the test with a reason.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
+import asyncio
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,16 +18,19 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest_plugin.proxy import Link, RecordingProxy
-from conftest_plugin.wire import AMQPClosed, AmqpUrl, MiniClient
 from fakerabbit.testing.api import MANAGEMENT_CLOSE_TEXT, ConnectionFilter
-
-#: Extra real time :meth:`RealClock.advance` waits so the broker has acted on what fell due.
-REAL_WAIT_GRACE = 0.1
+from fakerabbit.testing.snapshots import ConnectionSnapshot
+from fakerabbit_pytest.management import ManagementClient, ManagementError
+from fakerabbit_pytest.proxy import Link, RecordingProxy
+from fakerabbit_pytest.wire import AMQPClosed, AmqpUrl, MiniClient
 
 CLOCK_SKIP = (
     "needs fakerabbit's virtual clock (clock.advance); against a real RabbitMQ run with --fakerabbit-real-wait "
     "to wait in real time"
+)
+ASYNC_CLOCK_SKIP = (
+    "clock.advance() inside a running event loop would block it for the whole wait against a real RabbitMQ "
+    "(--fakerabbit-real-wait): use `await clock.advance_async(seconds)`, which works on the fake too"
 )
 
 
@@ -41,8 +43,15 @@ def skip_fake_only(what: str) -> NoReturn:
     skip_here(f"{what} needs fakerabbit; this run uses a real RabbitMQ (--fakerabbit-url)")
 
 
+def _seconds(seconds: float | timedelta) -> float:
+    s = seconds.total_seconds() if isinstance(seconds, timedelta) else float(seconds)
+    if s < 0:
+        raise ValueError("cannot move a clock backwards")
+    return s
+
+
 class RealClock:
-    """The real broker's clock: :meth:`advance` sleeps (opt-in) or skips the test."""
+    """The real broker's clock: :meth:`advance` sleeps exactly the time asked (opt-in) or skips the test."""
 
     def __init__(self, wait: bool) -> None:
         self.wait = wait
@@ -51,34 +60,52 @@ class RealClock:
         """The current real time (UTC)."""
         return datetime.now(UTC)
 
-    def advance(self, seconds: float | timedelta) -> None:
-        """Sleep ``seconds`` (plus a short grace) with ``--fakerabbit-real-wait``; otherwise skip the test."""
-        s = seconds.total_seconds() if isinstance(seconds, timedelta) else float(seconds)
-        if s < 0:
-            raise ValueError("cannot move a clock backwards")
+    def advance(self, seconds: float | timedelta) -> int:
+        """Sleep ``seconds`` with ``--fakerabbit-real-wait``; otherwise skip the test. Returns 0.
+
+        In a running event loop (an async test) a blocking sleep would stall the clients on that loop: the test
+        is skipped with a pointer to :meth:`advance_async`.
+        """
+        s = _seconds(seconds)
         if not self.wait:
             skip_here(CLOCK_SKIP)
-        time.sleep(s + REAL_WAIT_GRACE)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            time.sleep(s)
+            return 0
+        skip_here(ASYNC_CLOCK_SKIP)
 
-    def advance_to(self, when: datetime) -> None:
+    async def advance_async(self, seconds: float | timedelta) -> int:
+        """``await asyncio.sleep(seconds)`` with ``--fakerabbit-real-wait`` (the loop keeps running); otherwise
+        skip the test. Returns 0."""
+        s = _seconds(seconds)
+        if not self.wait:
+            skip_here(CLOCK_SKIP)
+        await asyncio.sleep(s)
+        return 0
+
+    def advance_to(self, when: datetime) -> int:
         """Wait until ``when`` (naive means UTC)."""
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        self.advance(max(0.0, (when - self.now()).total_seconds()))
+        return self.advance(max(0.0, (when - self.now()).total_seconds()))
 
-    def set(self, when: datetime) -> None:
+    def set(self, when: datetime) -> int:
         """Alias of :meth:`advance_to`."""
-        self.advance_to(when)
+        return self.advance_to(when)
 
 
 @dataclass(frozen=True, slots=True)
 class RealQueue:
-    """What a passive ``queue.declare`` tells about a queue on a real broker."""
+    """A queue on a real broker: ready and consumer counts from a passive ``queue.declare``; ``unacked_count``
+    counts the deliveries the test's clients (through the proxy) hold unsettled."""
 
     name: str
     vhost: str
     message_count: int
     consumer_count: int
+    unacked_count: int
 
     @property
     def messages(self) -> NoReturn:
@@ -91,11 +118,22 @@ class RealRabbit:
 
     is_fake = False
 
-    def __init__(self, target: AmqpUrl, proxy: RecordingProxy | None, *, wait: bool, server_version: str) -> None:
+    def __init__(
+        self,
+        target: AmqpUrl,
+        proxy: RecordingProxy | None,
+        *,
+        wait: bool,
+        server_version: str,
+        management: ManagementClient | None = None,
+        management_problem: str = "",
+    ) -> None:
         self.target = target
         self.proxy = proxy
         self.clock = RealClock(wait)
         self.rabbitmq_version = server_version
+        self.management = management
+        self.management_problem = management_problem
         self._policies: list[tuple[str, str, bool]] = []
 
     @property
@@ -108,15 +146,35 @@ class RealRabbit:
             f"{scheme}://{quote(t.user, safe='')}:{quote(t.password, safe='')}@{host}:{port}/{quote(t.vhost, safe='')}"
         )
 
+    @property
+    def vhost(self) -> str:
+        """The vhost the tests use: the URL's, or under pytest-xdist this worker's own."""
+        return self.target.vhost
+
+    @property
+    def management_url(self) -> str:
+        """``http://HOST:PORT`` of the real broker's management API (skips the test if it is unreachable)."""
+        return self._management("the management API").base_url
+
+    def _management(self, what: str) -> ManagementClient:
+        if self.management is None:
+            skip_here(
+                f"{what} against a real RabbitMQ: its management API (--fakerabbit-management-url) "
+                f"{self.management_problem}"
+            )
+        return self.management
+
     # -- inspection -----------------------------------------------------------------------------------------
-    def queue(self, name: str, vhost: str = "/") -> RealQueue:
-        """Message and consumer counts from a passive declare (``.messages`` skips the test)."""
+    def queue(self, name: str, vhost: str | None = None) -> RealQueue:
+        """Ready and consumer counts from a passive declare, unacked from the proxy (``.messages`` skips)."""
+        vhost = self.vhost if vhost is None else vhost
         with MiniClient(self.target, vhost=vhost) as c:
             try:
                 messages, consumers = c.queue_declare_passive(c.open_channel(), name)
             except AMQPClosed as exc:
                 raise LookupError(f"no queue {name!r} in vhost {vhost!r} ({exc.text})") from None
-        return RealQueue(name, vhost, messages, consumers)
+        unacked = self.proxy.unacked_count(vhost, name) if self.proxy is not None else 0
+        return RealQueue(name, vhost, messages, consumers, unacked)
 
     def queues(self, *args: Any, **kwargs: Any) -> NoReturn:
         skip_fake_only("rabbit.queues()")
@@ -127,8 +185,9 @@ class RealRabbit:
     def bindings(self, *args: Any, **kwargs: Any) -> NoReturn:
         skip_fake_only("rabbit.bindings()")
 
-    def connections(self) -> NoReturn:
-        skip_fake_only("rabbit.connections()")
+    def connections(self) -> list[ConnectionSnapshot]:
+        """The test's open connections, as the proxy saw their ``connection.start-ok`` and ``open``."""
+        return self._links("rabbit.connections()").connections()
 
     @property
     def events(self) -> NoReturn:
@@ -142,7 +201,7 @@ class RealRabbit:
     def clear_problems(self) -> list[str]:
         return []
 
-    # -- policies -------------------------------------------------------------------------------------------
+    # -- policies (through the real broker's management API) --------------------------------------------------
     def set_policy(
         self,
         name: str,
@@ -151,13 +210,13 @@ class RealRabbit:
         *,
         priority: int = 0,
         apply_to: str = "queues",
-        vhost: str = "/",
+        vhost: str | None = None,
     ) -> None:
-        """``rabbitmqctl set_policy`` (skips the test if ``rabbitmqctl`` is not on PATH); cleared after the test."""
-        self._policy("set_policy", name, vhost, False, pattern, definition, priority, apply_to)
+        """Set a policy on the real broker (its management API); cleared after the test."""
+        self._set(name, pattern, definition, priority, apply_to, vhost, operator=False)
 
-    def clear_policy(self, name: str, vhost: str = "/") -> None:
-        self._policy("clear_policy", name, vhost, False)
+    def clear_policy(self, name: str, vhost: str | None = None) -> None:
+        self._clear(name, vhost, operator=False)
 
     def set_operator_policy(
         self,
@@ -167,34 +226,34 @@ class RealRabbit:
         *,
         priority: int = 0,
         apply_to: str = "queues",
-        vhost: str = "/",
+        vhost: str | None = None,
     ) -> None:
-        self._policy("set_operator_policy", name, vhost, True, pattern, definition, priority, apply_to)
+        """Set an operator policy on the real broker (its management API); cleared after the test."""
+        self._set(name, pattern, definition, priority, apply_to, vhost, operator=True)
 
-    def clear_operator_policy(self, name: str, vhost: str = "/") -> None:
-        self._policy("clear_operator_policy", name, vhost, True)
+    def clear_operator_policy(self, name: str, vhost: str | None = None) -> None:
+        self._clear(name, vhost, operator=True)
 
-    def _policy(
+    def _set(
         self,
-        cmd: str,
         name: str,
-        vhost: str,
+        pattern: str,
+        definition: dict[str, Any],
+        priority: int,
+        apply_to: str,
+        vhost: str | None,
+        *,
         operator: bool,
-        pattern: str | None = None,
-        definition: dict[str, Any] | None = None,
-        priority: int = 0,
-        apply_to: str = "queues",
     ) -> None:
-        ctl = shutil.which("rabbitmqctl")
-        if ctl is None:
-            skip_here("policies on a real RabbitMQ need rabbitmqctl on PATH")
-        args = [ctl, "-q", cmd, "-p", vhost, name]
-        if pattern is not None:
-            args += [pattern, json.dumps(definition), "--priority", str(priority), "--apply-to", apply_to]
-            self._policies.append((name, vhost, operator))
-        result = subprocess.run(args, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"rabbitmqctl {cmd} failed: {result.stderr.strip() or result.stdout.strip()}")
+        api = self._management("policies")
+        v = self.vhost if vhost is None else vhost
+        api.set_policy(v, name, pattern, definition, priority=priority, apply_to=apply_to, operator=operator)
+        self._policies.append((name, v, operator))
+
+    def _clear(self, name: str, vhost: str | None, *, operator: bool) -> None:
+        v = self.vhost if vhost is None else vhost
+        self._management("policies").clear_policy(v, name, operator=operator)
+        self._policies = [p for p in self._policies if p != (name, v, operator)]
 
     # -- fault injection (at the proxy) ---------------------------------------------------------------------
     def _links(self, what: str) -> RecordingProxy:
@@ -205,18 +264,15 @@ class RealRabbit:
     def close_connections(
         self, reply_code: int = 320, reply_text: str = MANAGEMENT_CLOSE_TEXT, *, where: ConnectionFilter | None = None
     ) -> int:
-        """Send ``connection.close`` to every client connection (injected by the proxy; ``where`` unsupported)."""
-        if where is not None:
-            skip_fake_only("close_connections(where=...)")
+        """Send ``connection.close`` to the client connections (injected by the proxy); ``where`` picks them by
+        their snapshot, as on the fake (``client_properties`` from ``connection.start-ok``)."""
         prefix = "CONNECTION_FORCED - "
         text = reply_text if reply_text.startswith(prefix) else prefix + reply_text
-        return self._links("close_connections()").for_each_link(lambda link: link.inject_close(reply_code, text))
+        return self._links("close_connections()").for_each_link(lambda link: link.inject_close(reply_code, text), where)
 
     def drop_connections(self, *, where: ConnectionFilter | None = None) -> int:
-        """Reset every client connection's socket (at the proxy)."""
-        if where is not None:
-            skip_fake_only("drop_connections(where=...)")
-        return self._links("drop_connections()").for_each_link(Link.drop)
+        """Reset the client connections' sockets at the proxy (``where`` picks them, as on the fake)."""
+        return self._links("drop_connections()").for_each_link(Link.drop, where)
 
     def block(self, reason: str = "low on memory") -> None:
         """Send ``connection.blocked`` to the clients (injected by the proxy; the broker does not block)."""
@@ -247,10 +303,12 @@ class RealRabbit:
             for v, (qs, xs) in sorted(by_vhost.items()):
                 failures += _delete(self.target, v, sorted(qs), sorted(xs))
         for name, vhost, operator in self._policies:
-            ctl = shutil.which("rabbitmqctl")
-            if ctl is not None:
-                cmd = "clear_operator_policy" if operator else "clear_policy"
-                subprocess.run([ctl, "-q", cmd, "-p", vhost, name], capture_output=True, check=False)
+            if self.management is not None:
+                try:
+                    self.management.clear_policy(vhost, name, operator=operator)
+                except ManagementError as exc:
+                    if exc.status != 404:
+                        failures.append(f"policy {name!r} in vhost {vhost!r}: {exc}")
         self._policies.clear()
         return failures
 

@@ -2,7 +2,7 @@
 
 :class:`MiniClient` is a blocking client for the plugin's own housekeeping (deleting what a test declared,
 counting a queue's messages, reading the server's version); the frame helpers are shared with the recording
-proxy in :mod:`conftest_plugin.proxy`.
+proxy in :mod:`fakerabbit_pytest.proxy`.
 """
 
 from __future__ import annotations

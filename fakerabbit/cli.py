@@ -11,10 +11,12 @@ import json
 import signal
 import sys
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any
 
 from fakerabbit.broker.errors import AMQPError
 from fakerabbit.broker.policy import PolicyError
+from fakerabbit.broker.profile import ACCEPTED_VERSIONS, get_profile
 from fakerabbit.management import ManagementListenError
 from fakerabbit.management.ctl import add_ctl_parser
 from fakerabbit.management.ctl import run as run_ctl
@@ -29,6 +31,32 @@ def _user(value: str) -> tuple[str, str]:
     return name, password
 
 
+def version_families() -> list[list[str]]:
+    """The accepted ``--rabbitmq-version`` values, grouped by the behaviour they share (oldest first)."""
+    families: dict[object, list[str]] = {}
+    for version in ACCEPTED_VERSIONS:
+        families.setdefault(replace(get_profile(version), name="", server_version=""), []).append(version)
+    return list(families.values())
+
+
+def versions_help() -> str:
+    """``serve --help``'s text for ``--rabbitmq-version``: which versions exist and which to pick."""
+    groups = "; ".join(" = ".join(f) for f in version_families())
+    return (
+        f"behave like this RabbitMQ: pick the major.minor your production broker runs (a patch number is ignored). "
+        f"Accepted: {', '.join(ACCEPTED_VERSIONS)} (any older 3.x behaves as 3.10); versions joined by = behave "
+        f"alike: {groups}. Default: the newest, {ACCEPTED_VERSIONS[-1]}"
+    )
+
+
+def _version(value: str) -> str:
+    try:
+        get_profile(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fakerabbit", description="A fake RabbitMQ for test suites.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -36,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=5672, help="TCP port (default 5672; 0 picks a free one)")
     serve.add_argument("--clock", choices=("system", "virtual"), default="system", help="time source (default system)")
-    serve.add_argument("--rabbitmq-version", default=None, help="behave like this RabbitMQ (3.12, 3.13, 4.0, 4.3)")
+    serve.add_argument(
+        "--rabbitmq-version", type=_version, default=None, metavar="X.Y", help=versions_help().replace("%", "%%")
+    )
     serve.add_argument(
         "--user",
         action="append",

@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 __all__ = [
+    "SYSTEM_CLOCK_ADVANCE",
     "Clock",
     "FollowingClock",
     "SystemClock",
@@ -39,6 +40,9 @@ __all__ = [
     "real_time",
     "use_real_time",
 ]
+
+#: Why a system clock cannot be moved: the text ``fakerabbit ctl advance`` answers with (management API).
+SYSTEM_CLOCK_ADVANCE = "the clock is the system clock; start fakerabbit with --clock virtual to control time"
 
 
 # ======================================================================================================
@@ -324,6 +328,11 @@ class VirtualClock(_TimerClock):
         step = _to_ms(seconds)
         return self._run(lambda: self._now + step)
 
+    async def advance_async(self, seconds: float | timedelta) -> int:
+        """:meth:`advance`, awaitable: the same line of an async test also runs against a real RabbitMQ in the
+        pytest plugin's dual mode, where it waits with ``asyncio.sleep`` instead of blocking the loop."""
+        return self.advance(seconds)
+
     def advance_to(self, when: datetime) -> int:
         """Move time forward to ``when`` (naive datetimes are UTC); moving backwards is an error."""
         target = _dt_to_ms(when)
@@ -394,13 +403,17 @@ class FollowingClock(_TimerClock):
         """Not available: see :meth:`advance`."""
         return self.advance(0)
 
+    async def advance_async(self, seconds: float | timedelta) -> int:
+        """Not available: see :meth:`advance`."""
+        return self.advance(seconds)
+
     def reset(self, start: datetime | None = None) -> None:
         """Drop every timer (used between tests); the time is the test library's."""
         self.clear_timers()
 
 
 class SystemClock:
-    """Real time: timers run on the server's event loop."""
+    """Real time: timers run on the server's event loop. It cannot be moved: :meth:`advance` raises."""
 
     def __init__(self) -> None:
         self._seq = itertools.count()
@@ -442,3 +455,22 @@ class SystemClock:
         handle.cancelled = True
         if self._unschedule is not None and handle._native is not None:
             self._unschedule(handle._native)
+
+    def advance(self, seconds: float | timedelta) -> int:
+        """Not available: real time cannot be moved (``FakeRabbit(clock="virtual")`` can)."""
+        raise RuntimeError(
+            f"{SYSTEM_CLOCK_ADVANCE} (in Python: FakeRabbit(clock='virtual'), the default; in pytest: drop "
+            "@pytest.mark.fakerabbit(clock='system') / fakerabbit_clock = system)"
+        )
+
+    def advance_to(self, when: datetime) -> int:
+        """Not available: see :meth:`advance`."""
+        return self.advance(0)
+
+    def set(self, when: datetime) -> int:
+        """Not available: see :meth:`advance`."""
+        return self.advance(0)
+
+    async def advance_async(self, seconds: float | timedelta) -> int:
+        """Not available: see :meth:`advance`."""
+        return self.advance(seconds)

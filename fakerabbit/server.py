@@ -124,7 +124,7 @@ class FakeRabbit(TestingAPI):
         clock: ``"virtual"`` (default: time moves only with ``rabbit.clock.advance()``), ``"frozen"`` (the
             broker's time follows freezegun / time-machine: :class:`~fakerabbit.clock.FollowingClock`),
             ``"system"`` (real time), or a clock object. See ``docs/clock.md``.
-        rabbitmq_version: which RabbitMQ to behave like ("3.12", "3.13", "4.0", "4.3"); default the newest.
+        rabbitmq_version: which RabbitMQ to behave like: "3.10" to "4.3" (``ACCEPTED_VERSIONS``); default the newest.
         start_time: the virtual clock's start (default: now).
         dead_lettering: ``False`` turns dead-lettering off (messages that would be dead-lettered are dropped).
         dead_letter_retry_interval: seconds between the retries of a quorum queue's at-least-once dead-letter

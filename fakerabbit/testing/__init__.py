@@ -24,7 +24,7 @@ from fakerabbit.testing.snapshots import (
     MessageSnapshot,
     QueueSnapshot,
 )
-from fakerabbit.testing.xdeath import XDeath, XDeathEntry, message_headers, x_death
+from fakerabbit.testing.xdeath import RoutingKeys, XDeath, XDeathEntry, message_headers, x_death
 
 __all__ = [
     "BindingSnapshot",
@@ -35,6 +35,7 @@ __all__ = [
     "ExchangeSnapshot",
     "MessageSnapshot",
     "QueueSnapshot",
+    "RoutingKeys",
     "XDeath",
     "XDeathEntry",
     "assert_bodies",

@@ -7,6 +7,10 @@ They work on snapshots (``rabbit.queue("q")``) and on messages from any client (
 
     assert_bodies(rabbit.queue("orders.dlq"), [b'{"id": 1}'])
     assert_x_death(rabbit.queue("orders.dlq").messages[0], [{"queue": "orders", "reason": "rejected", "count": 3}])
+
+:func:`assert_bodies`, :func:`assert_empty` and :func:`assert_message_count` also take what the pytest plugin's
+dual mode returns for a real RabbitMQ (``rabbit.queue("q")`` with counts, no messages): they check the counts,
+and skip the test (as ``.messages`` does) only where they need the bodies.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import difflib
 import pprint
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from fakerabbit.testing.events import Events
 from fakerabbit.testing.snapshots import MessageSnapshot, QueueSnapshot
@@ -29,6 +33,20 @@ __all__ = [
     "assert_x_death",
     "diff",
 ]
+
+
+class QueueCounts(Protocol):
+    """A queue as the count-based helpers need it: a :class:`QueueSnapshot`, or a real broker's queue in dual
+    mode (whose ``messages`` skips the test)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def message_count(self) -> int: ...
+    @property
+    def unacked_count(self) -> int: ...
+    @property
+    def messages(self) -> Sequence[MessageSnapshot]: ...
 
 
 def _lines(value: Any) -> list[str]:
@@ -53,12 +71,22 @@ def _fail(title: str, expected: Any, actual: Any, extra: str = "") -> AssertionE
     return AssertionError("\n".join(parts))
 
 
-def _messages(source: QueueSnapshot | Iterable[MessageSnapshot]) -> tuple[MessageSnapshot, ...]:
-    return source.messages if isinstance(source, QueueSnapshot) else tuple(source)
+def _is_queue(source: object) -> bool:
+    return isinstance(source, QueueSnapshot) or (hasattr(source, "message_count") and hasattr(source, "name"))
 
 
-def _label(source: QueueSnapshot | Iterable[MessageSnapshot]) -> str:
-    return f"queue {source.name!r}" if isinstance(source, QueueSnapshot) else "messages"
+def _messages(source: QueueCounts | Iterable[MessageSnapshot]) -> tuple[MessageSnapshot, ...]:
+    return tuple(source.messages) if _is_queue(source) else tuple(source)  # type: ignore[union-attr,arg-type]
+
+
+def _label(source: QueueCounts | Iterable[MessageSnapshot]) -> str:
+    return f"queue {source.name!r}" if _is_queue(source) else "messages"  # type: ignore[union-attr]
+
+
+def _ready_bodies(source: QueueCounts) -> str:
+    if not isinstance(source, QueueSnapshot):  # a real broker's queue: its bodies cannot be read without taking
+        return ""
+    return pprint.pformat([m.body for m in source.messages], width=100)
 
 
 def _comparable(body: bytes, like: Any) -> Any:
@@ -67,24 +95,33 @@ def _comparable(body: bytes, like: Any) -> Any:
     return body
 
 
-def assert_bodies(source: QueueSnapshot | Iterable[MessageSnapshot], expected: Sequence[bytes | str]) -> None:
-    """The ready messages' bodies are exactly ``expected``, in order (``str`` items compare to UTF-8 text)."""
+def assert_bodies(source: QueueCounts | Iterable[MessageSnapshot], expected: Sequence[bytes | str]) -> None:
+    """The ready messages' bodies are exactly ``expected``, in order (``str`` items compare to UTF-8 text).
+
+    On a real broker's queue (dual mode) the ready count is checked first; comparing bodies then skips the test.
+    """
+    if _is_queue(source) and not isinstance(source, QueueSnapshot):
+        count = source.message_count  # type: ignore[union-attr]
+        if count != len(expected):
+            raise _fail(f"{_label(source)}: message counts differ", {"ready": len(expected)}, {"ready": count})
+        if not expected:
+            return
     msgs = _messages(source)
     actual = [_comparable(m.body, expected[i] if i < len(expected) else b"") for i, m in enumerate(msgs)]
     if actual != list(expected):
         raise _fail(f"{_label(source)}: bodies differ", list(expected), actual)
 
 
-def assert_empty(source: QueueSnapshot) -> None:
-    """The queue has no ready and no unacknowledged messages."""
+def assert_empty(source: QueueCounts) -> None:
+    """The queue has no ready and no unacknowledged messages (on a real broker: from its counts)."""
     if source.message_count or source.unacked_count:
         raise AssertionError(
             f"queue {source.name!r} is not empty: {source.message_count} ready, {source.unacked_count} unacked\n"
-            + pprint.pformat([m.body for m in source.messages], width=100)
+            + _ready_bodies(source)
         )
 
 
-def assert_message_count(source: QueueSnapshot, ready: int, *, unacked: int | None = None) -> None:
+def assert_message_count(source: QueueCounts, ready: int, *, unacked: int | None = None) -> None:
     """The queue holds ``ready`` ready messages (and ``unacked`` unacknowledged ones, if given)."""
     want: dict[str, int] = {"ready": ready}
     have: dict[str, int] = {"ready": source.message_count}
@@ -96,7 +133,7 @@ def assert_message_count(source: QueueSnapshot, ready: int, *, unacked: int | No
             f"queue {source.name!r}: message counts differ",
             want,
             have,
-            "ready bodies: " + pprint.pformat([m.body for m in source.messages], width=100),
+            "ready bodies: " + _ready_bodies(source) if isinstance(source, QueueSnapshot) else "",
         )
 
 

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker.fields import table_to_python
-from fakerabbit.testing.xdeath import XDeath
+from fakerabbit.testing.xdeath import RoutingKeys, XDeath
 
 if TYPE_CHECKING:
     from fakerabbit.broker.broker import ConnectionInfo
@@ -66,7 +66,7 @@ class MessageSnapshot:
     body: bytes
     exchange: str
     routing_key: str
-    routing_keys: tuple[str, ...]
+    routing_keys: RoutingKeys
     redelivered: bool
     expires_at: datetime | None
     priority: int
@@ -85,7 +85,7 @@ class MessageSnapshot:
             body=msg.body,
             exchange=msg.exchange,
             routing_key=msg.routing_key,
-            routing_keys=tuple(msg.routing_keys),
+            routing_keys=RoutingKeys(msg.routing_keys),
             redelivered=redelivered,
             expires_at=_ms_to_dt(expires_at_ms),
             priority=priority,

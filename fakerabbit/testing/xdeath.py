@@ -13,7 +13,30 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["XDeath", "XDeathEntry", "message_headers", "x_death"]
+__all__ = ["RoutingKeys", "XDeath", "XDeathEntry", "message_headers", "x_death"]
+
+
+class RoutingKeys(tuple[str, ...]):
+    """Routing keys: an immutable tuple of ``str`` that also equals a list of the same keys.
+
+    ``entry.routing_keys == ["orders"]`` holds, as it does for the list a client decodes from the header;
+    comparisons with tuples and hashing are a tuple's.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return list(self) == other
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self) -> str:
+        return repr(list(self))
 
 
 def _text(value: Any) -> str:
@@ -39,7 +62,7 @@ class XDeathEntry:
     count: int
     time: datetime
     exchange: str
-    routing_keys: tuple[str, ...]
+    routing_keys: RoutingKeys
     original_expiration: str | None = None
 
     @classmethod
@@ -52,7 +75,7 @@ class XDeathEntry:
             count=int(entry["count"]),
             time=_time(entry["time"]),
             exchange=_text(entry["exchange"]),
-            routing_keys=tuple(_text(k) for k in entry.get("routing-keys", ())),
+            routing_keys=RoutingKeys(_text(k) for k in entry.get("routing-keys", ())),
             original_expiration=None if oe is None else _text(oe),
         )
 
