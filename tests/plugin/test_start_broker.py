@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _start(clone: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    t0 = time.monotonic()
+def _start(clone: Path) -> subprocess.CompletedProcess[str]:
     # --help: serve prints its usage and exits, after the script has installed what it needs.
-    result = subprocess.run(
+    return subprocess.run(
         ["bash", "scripts/start-broker.sh", "--help"], cwd=clone, capture_output=True, text=True, timeout=600
     )
-    return result, time.monotonic() - t0
 
 
 @pytest.mark.timeout(900)
@@ -32,7 +29,7 @@ def test_fresh_clone_installs_then_warm_start_skips_pip(tmp_path: Path) -> None:
     (clone / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / "start-broker.sh", clone / "scripts" / "start-broker.sh")
 
-    cold, cold_s = _start(clone)
+    cold = _start(clone)
     if cold.returncode != 0 and "pip" in cold.stderr and "pamqp" in cold.stderr:
         pytest.skip(f"no package index reachable for a fresh install: {cold.stderr[-300:]}")
     assert cold.returncode == 0, cold.stderr
@@ -41,14 +38,13 @@ def test_fresh_clone_installs_then_warm_start_skips_pip(tmp_path: Path) -> None:
 
     stamp = clone / ".venv" / ".fakerabbit-install"
     installed_at = stamp.stat().st_mtime_ns
-    warm, warm_s = _start(clone)
+    warm = _start(clone)
     assert warm.returncode == 0, warm.stderr
     assert "--rabbitmq-version" in warm.stdout
-    assert stamp.stat().st_mtime_ns == installed_at  # no reinstall
-    assert warm_s < 5 and warm_s < cold_s / 2, (cold_s, warm_s)
+    assert stamp.stat().st_mtime_ns == installed_at  # no reinstall (how fast that is: a benchmark's business)
 
     # A changed pyproject.toml (a new dependency or entry point) installs again.
     (clone / "pyproject.toml").write_text((clone / "pyproject.toml").read_text() + "\n# changed\n")
-    again, _ = _start(clone)
+    again = _start(clone)
     assert again.returncode == 0, again.stderr
     assert stamp.stat().st_mtime_ns != installed_at
