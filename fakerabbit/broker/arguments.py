@@ -34,8 +34,8 @@ from fakerabbit.broker.profile import Profile
 
 __all__ = [
     "MAX_EXPIRY",
-    "STREAM_NOT_SUPPORTED",
     "QUEUE_MASTER_LOCATOR_TEXT",
+    "STREAM_NOT_SUPPORTED",
     "TRANSIENT_NONEXCL_TEXT",
     "Atom",
     "ErlStr",

@@ -37,9 +37,7 @@ RESERVED_TEXT = "{kind} name '{name}' contains reserved prefix 'amq.*'"
 _ALL_KEYS_TYPES = frozenset({"direct", "topic", "x-modulus-hash"})
 
 #: 540 for quorum ``queue.delete`` with a condition (``rabbit_quorum_queue:delete/4``; if-unused is checked first).
-_QQ_DELETE_FLAG = (
-    "cannot delete {rs}. queue.delete operations with {flag} flag set are not supported by quorum queues"
-)
+_QQ_DELETE_FLAG = "cannot delete {rs}. queue.delete operations with {flag} flag set are not supported by quorum queues"
 
 
 class Vhost:
