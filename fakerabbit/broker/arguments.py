@@ -552,7 +552,7 @@ def validate_new_queue(
     own = _type_arguments(queue_type, profile)
     for key, check in _validators(profile):
         field = args.get(key)
-        if field is not None and key in own:
+        if field is not None and key in own and key != "x-queue-type":  # (checked above)
             err = check(field, args)
             if err is not None:
                 raise _invalid_arg(key, rs, err)
