@@ -81,7 +81,8 @@ class Profile:
     queue_type_apply_to: bool
     #: POL-6: the classic mirroring keys (``ha-*``) are still recognised policy settings (≤3.13).
     ha_policy_keys: bool
-    #: Policy keys recognised only from this version on (4.x: ``target-group-size``).
+    #: Policy keys recognised only from some version on (3.13: ``target-group-size``, ``consumer-timeout``,
+    #: ``stream-filter-size-bytes``; 4.3: ``consumer-disconnected-timeout``, ``delayed-retry-*``).
     extra_policy_keys: frozenset[str]
 
     # -- queue.declare (spec N, O) ------------------------------------------------------------------------
@@ -252,6 +253,7 @@ _P313: Final = replace(
     operator_policy_keys=_OPERATOR_KEYS_313,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ | {"single-active-consumer"},
     unknown_exchange_type_is_channel_error=True,
+    extra_policy_keys=frozenset({"target-group-size", "consumer-timeout", "stream-filter-size-bytes"}),
 )
 _P40: Final = replace(
     _P313,
@@ -262,7 +264,7 @@ _P40: Final = replace(
     delivery_limit_counter="acquired",
     negative_delivery_limit_unlimited=True,
     ha_policy_keys=False,
-    extra_policy_keys=frozenset({"target-group-size"}),
+    extra_policy_keys=frozenset({"target-group-size", "consumer-timeout", "stream-filter-size-bytes"}),
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     inject_default_queue_type=True,
     classic_queue_arguments=(*_CLASSIC_ARGS, "x-queue-leader-locator"),
@@ -292,6 +294,8 @@ _P43: Final = replace(
     queue_versions=(2,),
     empty_queue_type_is_default=True,
     queue_master_locator="denied",
+    extra_policy_keys=_P40.extra_policy_keys
+    | {"consumer-disconnected-timeout", "delayed-retry-type", "delayed-retry-min", "delayed-retry-max"},
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random", "x-modulus-hash"),
 )
 

@@ -167,7 +167,15 @@ def test_policy_switches() -> None:
     assert get_profile("3.12").queue_type_apply_to
     assert get_profile("3.13").ha_policy_keys
     assert not get_profile("4.0").ha_policy_keys
-    assert get_profile("4.0").extra_policy_keys == {"target-group-size"}
+    # policy validators per rabbit_policies / rabbit_quorum_queue; 4.0 and 4.3 checked live
+    assert get_profile("3.12").extra_policy_keys == set()
+    assert get_profile("4.0").extra_policy_keys == {"target-group-size", "consumer-timeout", "stream-filter-size-bytes"}
+    assert get_profile("4.3").extra_policy_keys - get_profile("4.0").extra_policy_keys == {
+        "consumer-disconnected-timeout",
+        "delayed-retry-type",
+        "delayed-retry-min",
+        "delayed-retry-max",
+    }
 
 
 def test_43_declare_switches() -> None:
