@@ -467,11 +467,18 @@ def _validators(profile: Profile) -> tuple[tuple[str, _Check], ...]:
         (
             "x-queue-leader-locator",
             _one_of(
-                frozenset({"client-local", "balanced", "random", "least-leaders"}),
+                # 4.0's rabbit_queue_location (the module that also stopped using x-queue-master-locator) adds
+                # min-masters to the accepted locators (live 4.0.5 and 4.3.6)
+                _LEADER_LOCATORS
+                if profile.queue_master_locator == "crash-if-invalid"
+                else _LEADER_LOCATORS | {"min-masters"},
                 lambda v: Atom("invalid_queue_locator_arg"),
             ),
         ),
     )
+
+
+_LEADER_LOCATORS: Final = frozenset({"client-local", "balanced", "random", "least-leaders"})
 
 
 def _invalid_arg(key: str, rs: str, term: Any) -> errors.PreconditionFailed:

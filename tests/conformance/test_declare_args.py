@@ -516,3 +516,18 @@ def test_queue_master_locator_on_quorum_is_another_types_argument(
     q = broker.name()
     args = {"x-queue-type": "quorum", "x-queue-master-locator": "client-local"}
     assert err(conn, q, args, durable=True) == foreign(q, "x-queue-master-locator", "rabbit_quorum_queue")
+
+
+@for_versions("3.10", "4.0", "4.3")
+@pytest.mark.parametrize("queue_type", ["classic", "quorum"])
+def test_queue_leader_locator_min_masters(broker: Target, conn: pika.BlockingConnection, queue_type: str) -> None:
+    """4.x accepts the old master locator name ``min-masters`` as a leader locator; 3.10 refuses it (and knows
+    the argument only on quorum queues)."""
+    q = broker.name()
+    args = {"x-queue-type": queue_type, "x-queue-leader-locator": "min-masters"}
+    if broker.at_least("4.0"):
+        conn.channel().queue_declare(q, durable=True, arguments=args)
+    elif queue_type == "quorum":
+        assert err(conn, q, args, durable=True) == invalid(q, "x-queue-leader-locator", "invalid_queue_locator_arg")
+    else:
+        assert err(conn, q, args, durable=True) == foreign(q, "x-queue-leader-locator", "rabbit_classic_queue")
