@@ -384,9 +384,11 @@ def _merge(key: str, value: Any, op_value: Any, profile: Profile) -> Any:
         return min(value, op_value)
     if key == "delivery-limit":
         return _min_delivery_limit(value, op_value, profile)
-    if key == "target-group-size":
+    if key in ("target-group-size", "delayed-retry-min"):  # rabbit_quorum_queue:merge_policy_value/3
         return max(value, op_value)
-    return op_value  # overflow, queue-version, booleans: the operator's value
+    if key == "delayed-retry-max":
+        return min(value, op_value)
+    return op_value  # overflow, queue-version, delayed-retry-type, booleans: the operator's value
 
 
 def effective_policy_definition(

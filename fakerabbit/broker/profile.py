@@ -137,7 +137,9 @@ _OPERATOR_KEYS_312: Final = frozenset(
         "delivery-limit",
     }
 )
-_OPERATOR_KEYS_313: Final = _OPERATOR_KEYS_312 | {"queue-version", "overflow"}
+_OPERATOR_KEYS_313: Final = _OPERATOR_KEYS_312 | {"queue-version", "overflow", "target-group-size"}
+_OPERATOR_KEYS_40: Final = _OPERATOR_KEYS_313 | {"queue-master-locator"}  # live 4.0.5
+_OPERATOR_KEYS_43: Final = _OPERATOR_KEYS_40 | {"delayed-retry-type", "delayed-retry-min", "delayed-retry-max"}
 
 _HA_KEYS: Final = frozenset({"ha-mode", "ha-params", "ha-sync-mode", "ha-promote-on-shutdown", "ha-promote-on-failure"})
 _UNSUPPORTED_CLASSIC: Final = frozenset(
@@ -265,6 +267,7 @@ _P40: Final = replace(
     negative_delivery_limit_unlimited=True,
     ha_policy_keys=False,
     extra_policy_keys=frozenset({"target-group-size", "consumer-timeout", "stream-filter-size-bytes"}),
+    operator_policy_keys=_OPERATOR_KEYS_40,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     inject_default_queue_type=True,
     classic_queue_arguments=(*_CLASSIC_ARGS, "x-queue-leader-locator"),
@@ -294,6 +297,7 @@ _P43: Final = replace(
     queue_versions=(2,),
     empty_queue_type_is_default=True,
     queue_master_locator="denied",
+    operator_policy_keys=_OPERATOR_KEYS_43,
     extra_policy_keys=_P40.extra_policy_keys
     | {"consumer-disconnected-timeout", "delayed-retry-type", "delayed-retry-min", "delayed-retry-max"},
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random", "x-modulus-hash"),

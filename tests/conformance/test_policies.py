@@ -357,21 +357,22 @@ def test_pol6_pol7_policy_validation(broker: Target, definition: dict[str, objec
     assert _policy_error(broker, definition) == message
 
 
-def _policy_accepted_or_error(broker: Target, definition: dict[str, object]) -> str | None:
-    """None when the policy is accepted (and then cleared), else the validation message."""
+def _policy_accepted_or_error(broker: Target, definition: dict[str, object], operator: bool = False) -> str | None:
+    """None when the (operator) policy is accepted (and then cleared), else the validation message."""
     name = broker.name("pol")
     pattern = anchored(name)
+    kind = "operator_policy" if operator else "policy"
     if broker.fake is not None:
         try:
-            broker.fake.set_policy(name, pattern, dict(definition))
+            getattr(broker.fake, f"set_{kind}")(name, pattern, dict(definition))
         except PolicyError as e:
             return str(e)
-        broker.fake.clear_policy(name)
+        getattr(broker.fake, f"clear_{kind}")(name)
         return None
     assert broker.real is not None
-    out = broker.real.ctl("-q", "set_policy", name, pattern, json.dumps(definition), "--apply-to", "queues")
+    out = broker.real.ctl("-q", f"set_{kind}", name, pattern, json.dumps(definition), "--apply-to", "queues")
     if out.returncode == 0:
-        broker.real.ctl("-q", "clear_policy", name)
+        broker.real.ctl("-q", f"clear_{kind}", name)
         return None
     # rabbitmqctl prints the message after "Validation failed", ~p-wrapped over lines when long
     text = out.stderr.split("Validation failed", 1)[-1].strip()
@@ -469,3 +470,26 @@ def test_policy_keys_by_version(
     applicable = [v for v in by_version if broker.at_least(v)]
     expected = by_version[applicable[-1]] if applicable else None
     assert _policy_accepted_or_error(broker, definition) == expected
+
+
+@for_versions("3.10", "4.0", "4.3")
+@pytest.mark.parametrize(
+    ("definition", "since"),
+    [
+        ({"target-group-size": 3}, "4.0"),  # rabbit_quorum_queue's operator key (3.13.7 source, live 4.0.5)
+        ({"queue-master-locator": "client-local"}, "4.0"),  # rabbit_classic_queue's (4.3: denied, below)
+        ({"delayed-retry-min": 5}, "4.3"),
+        ({"overflow": "drop-head"}, "4.0"),  # 3.13 (POL-3)
+    ],
+)
+def test_operator_policy_keys_by_version(broker: Target, definition: dict[str, object], since: str) -> None:
+    """Keys an operator policy may set, per version (live 3.10.8, 4.0.5, 4.3.6)."""
+    key, value = next(iter(definition.items()))
+    got = _policy_accepted_or_error(broker, definition, operator=True)
+    if not broker.at_least(since):
+        shown = f'<<"{value}">>' if isinstance(value, str) else value
+        assert got == NOT_RECOGNISED.format(key=key, value=shown)
+    elif key == "queue-master-locator" and broker.at_least("4.3"):
+        assert got == "use of deprecated queue-master-locator argument is not permitted"
+    else:
+        assert got is None

@@ -121,8 +121,17 @@ def test_operator_policy_keys() -> None:
     # POL-3: 3.12 had seven keys (and so had the live 3.10.8, 2026-11-21); 3.13 added queue-version, overflow
     assert get_profile("3.10").operator_policy_keys == seven
     assert get_profile("3.12").operator_policy_keys == seven
-    assert get_profile("3.13").operator_policy_keys == seven | {"queue-version", "overflow"}
-    assert get_profile("4.3").operator_policy_keys == seven | {"queue-version", "overflow"}
+    # rabbit_quorum_queue registers target-group-size as an operator policy key too (3.13.7 source; live 4.0.5,
+    # 4.3.6); 4.0's classic queue queue-master-locator, 4.3's quorum delayed-retry-* (live)
+    assert get_profile("3.13").operator_policy_keys == seven | {"queue-version", "overflow", "target-group-size"}
+    assert get_profile("4.0").operator_policy_keys == get_profile("3.13").operator_policy_keys | {
+        "queue-master-locator"
+    }
+    assert get_profile("4.3").operator_policy_keys == get_profile("4.0").operator_policy_keys | {
+        "delayed-retry-type",
+        "delayed-retry-min",
+        "delayed-retry-max",
+    }
 
 
 def test_unsupported_policy_keys() -> None:
