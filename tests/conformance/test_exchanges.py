@@ -529,7 +529,7 @@ def _modulus_target(destinations: list[tuple[str, str]], keys: list[str]) -> tup
 @pytest.mark.rabbitmq_version("4.3")
 def test_modulus_hash_routes_by_the_hash_of_the_routing_keys(broker: Target, conn: Any) -> None:
     """Every binding counts once whatever its key (a queue bound twice is twice as likely), exchange destinations
-    sort before queues, and the CC keys are part of the hashed list."""
+    sort before queues, and the CC and BCC keys are part of the hashed list (after the routing key)."""
     x, e2e = broker.exchange("mh"), broker.exchange("e2e")
     qs = [broker.name("q-b"), broker.name("q-a"), broker.name("q-c"), broker.name("via")]
     ch = conn.channel()
@@ -546,13 +546,20 @@ def test_modulus_hash_routes_by_the_hash_of_the_routing_keys(broker: Target, con
     destinations = [("queue", qs[0]), ("queue", qs[0]), ("queue", qs[1]), ("queue", qs[2]), ("exchange", e2e)]
     ch.confirm_delivery()
     expected: dict[str, list[bytes]] = {q: [] for q in qs}
-    cases: list[tuple[str, list[str]]] = [(f"key-{i}", []) for i in range(30)]
-    cases += [("", []), ("k", ["cc1"]), ("k", ["cc1", "cc2"]), ("ünïcode.ключ", []), ("x" * 100, [])]
-    for i, (rk, cc) in enumerate(cases):
+    cases: list[tuple[str, list[str], list[str]]] = [(f"key-{i}", [], []) for i in range(30)]
+    cases += [
+        ("", [], []),
+        ("k", ["cc1"], []),
+        ("k", ["cc1", "cc2"], []),
+        ("ünïcode.ключ", [], []),
+        ("x" * 100, [], []),
+    ]
+    cases += [("k", [], ["bcc1"]), ("k", ["cc1"], ["bcc1"]), ("k", ["cc2"], ["bcc2", "bcc3"])]
+    for i, (rk, cc, bcc) in enumerate(cases):
         body = str(i).encode()
-        headers = {"CC": cc} if cc else None
+        headers = {**({"CC": cc} if cc else {}), **({"BCC": bcc} if bcc else {})} or None
         ch.basic_publish(x, rk, body, pika.BasicProperties(headers=headers), mandatory=True)
-        kind, name = _modulus_target(destinations, [rk, *cc])
+        kind, name = _modulus_target(destinations, [rk, *cc, *bcc])
         expected[qs[3] if kind == "exchange" else name].append(body)
     assert {q: _drain(ch, q) for q in qs} == expected
     assert all(expected.values())  # every destination was picked at least once
