@@ -20,6 +20,7 @@ Stream queues (``x-queue-type = "stream"``) are not supported: declaring one rai
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -33,6 +34,7 @@ from fakerabbit.broker.profile import Profile
 
 __all__ = [
     "MAX_EXPIRY",
+    "QUEUE_MASTER_LOCATOR_TEXT",
     "STREAM_NOT_SUPPORTED",
     "TRANSIENT_NONEXCL_TEXT",
     "Atom",
@@ -40,6 +42,7 @@ __all__ = [
     "augment_declare_args",
     "check_exchange_equivalence",
     "check_queue_equivalence",
+    "deprecated_feature_text",
     "erl_pretty",
     "erl_tp",
     "int_value",
@@ -56,15 +59,27 @@ MAX_EXPIRY: Final = 315_360_000_000
 #: Explanation of the 540 raised for ``x-queue-type = "stream"``.
 STREAM_NOT_SUPPORTED: Final = "stream queues are not supported by fakerabbit"
 #: Explanation of 4.3's 541 for a queue neither durable nor exclusive (``rabbit_deprecated_features``).
-TRANSIENT_NONEXCL_TEXT: Final = (
-    "Feature `transient_nonexcl_queues` is deprecated.\n"
-    "By default, this feature is not permitted anymore.\n"
-    "The feature will be removed from a future major RabbitMQ version, regardless of the configuration; "
-    "actual version to be determined.\n"
-    "To continue using this feature when it is not permitted by default, set the following parameter in your "
-    "configuration:\n"
-    '    "deprecated_features.permit.transient_nonexcl_queues = true"'
-)
+
+
+def deprecated_feature_text(feature: str) -> str:
+    """``rabbit_deprecated_features:get_warning/1`` for a feature that is denied by default."""
+    return (
+        f"Feature `{feature}` is deprecated.\n"
+        "By default, this feature is not permitted anymore.\n"
+        "The feature will be removed from a future major RabbitMQ version, regardless of the configuration; "
+        "actual version to be determined.\n"
+        "To continue using this feature when it is not permitted by default, set the following parameter in your "
+        "configuration:\n"
+        f'    "deprecated_features.permit.{feature} = true"'
+    )
+
+
+TRANSIENT_NONEXCL_TEXT: Final = deprecated_feature_text("transient_nonexcl_queues")
+#: Explanation of 4.3's 541 for ``x-queue-master-locator`` on a classic queue (verified on 4.3.6, truncated there
+#: to 255 bytes like every reply text).
+QUEUE_MASTER_LOCATOR_TEXT: Final = deprecated_feature_text("queue_master_locator")
+#: The locators RabbitMQ ≤3.13 knows for ``x-queue-master-locator`` (``rabbit_queue_master_locator`` modules).
+_MASTER_LOCATORS: Final = frozenset({"client-local", "min-masters", "random"})
 
 # ======================================================================================================
 # Erlang term rendering (~p / ~tp), shared with the policy module
@@ -392,11 +407,14 @@ def _max_priority(field: Field, args: Table) -> Any:
     return (Atom("max_value_exceeded"), field[1]) if err is None and field[1] > 255 else err
 
 
-def _queue_version(field: Field, args: Table) -> Any:
-    err = _non_neg_int(field, args)
-    if err is None and field[1] not in (1, 2):
-        return ErlStr.of(f"unsupported queue version '{field[1]}'")
-    return err
+def _queue_version(versions: tuple[int, ...]) -> _Check:
+    def check(field: Field, args: Table) -> Any:
+        err = _non_neg_int(field, args)
+        if err is None and field[1] not in versions:
+            return ErlStr.of(f"unsupported queue version '{field[1]}'")
+        return err
+
+    return check
 
 
 def _bool(field: Field, _args: Table) -> Any:
@@ -411,43 +429,56 @@ def _group_size(field: Field, args: Table) -> Any:
 _QUEUE_TYPES: Final = frozenset({"classic", "quorum", "stream"})
 _check_queue_type: Final = _one_of(_QUEUE_TYPES, lambda v: ErlStr.of(f"unsupported queue type '{v}'"))
 
-_VALIDATORS: Final[tuple[tuple[str, _Check], ...]] = (
-    ("x-expires", _expires),
-    ("x-message-ttl", _message_ttl),
-    ("x-dead-letter-exchange", _dlx),
-    ("x-dead-letter-routing-key", _dlrk),
-    (
-        "x-dead-letter-strategy",
-        _one_of(frozenset({"at-most-once", "at-least-once"}), lambda v: Atom("invalid_dlx_strategy")),
-    ),
-    ("x-max-length", _non_neg_int),
-    ("x-max-length-bytes", _non_neg_int),
-    ("x-max-in-memory-length", _non_neg_int),
-    ("x-max-in-memory-bytes", _non_neg_int),
-    ("x-max-priority", _max_priority),
-    (
-        "x-overflow",
-        _one_of(
-            frozenset({"drop-head", "reject-publish", "reject-publish-dlx"}),
-            lambda v: Atom("invalid_overflow"),
+_QUEUE_MODE: Final = _one_of(frozenset({"default", "lazy"}), lambda v: ErlStr.of(f"unsupported queue mode '{v}'"))
+
+
+@functools.cache
+def _validators(profile: Profile) -> tuple[tuple[str, _Check], ...]:
+    """``rabbit_amqqueue:declare_args/0`` of the profile's version, in its order."""
+    return (
+        ("x-expires", _expires),
+        ("x-message-ttl", _message_ttl),
+        ("x-dead-letter-exchange", _dlx),
+        ("x-dead-letter-routing-key", _dlrk),
+        (
+            "x-dead-letter-strategy",
+            _one_of(frozenset({"at-most-once", "at-least-once"}), lambda v: Atom("invalid_dlx_strategy")),
         ),
-    ),
-    (
-        "x-queue-mode",
-        _one_of(frozenset({"default", "lazy"}), lambda v: ErlStr.of(f"unsupported queue mode '{v}'")),
-    ),
-    ("x-queue-version", _queue_version),
-    ("x-single-active-consumer", _bool),
-    ("x-queue-type", _check_queue_type),
-    ("x-quorum-initial-group-size", _group_size),
-    (
-        "x-queue-leader-locator",
-        _one_of(
-            frozenset({"client-local", "balanced", "random", "least-leaders"}),
-            lambda v: Atom("invalid_queue_locator_arg"),
+        ("x-max-length", _non_neg_int),
+        ("x-max-length-bytes", _non_neg_int),
+        ("x-max-in-memory-length", _non_neg_int),
+        ("x-max-in-memory-bytes", _non_neg_int),
+        ("x-max-priority", _max_priority),
+        (
+            "x-overflow",
+            _one_of(
+                frozenset({"drop-head", "reject-publish", "reject-publish-dlx"}),
+                lambda v: Atom("invalid_overflow"),
+            ),
         ),
-    ),
-)
+        *((("x-queue-mode", _QUEUE_MODE),) if profile.validate_queue_mode else ()),
+        ("x-queue-version", _queue_version(profile.queue_versions)),
+        ("x-single-active-consumer", _bool),
+        # 4.3: only quorum queues know these two (other versions: no queue type lists them)
+        ("x-consumer-timeout", _non_neg_int),
+        ("x-consumer-disconnected-timeout", _non_neg_int),
+        ("x-queue-type", _check_queue_type),
+        ("x-quorum-initial-group-size", _group_size),
+        (
+            "x-queue-leader-locator",
+            _one_of(
+                # 4.0's rabbit_queue_location (the module that also stopped using x-queue-master-locator) adds
+                # min-masters to the accepted locators (live 4.0.5 and 4.3.6)
+                _LEADER_LOCATORS
+                if profile.queue_master_locator == "crash-if-invalid"
+                else _LEADER_LOCATORS | {"min-masters"},
+                lambda v: Atom("invalid_queue_locator_arg"),
+            ),
+        ),
+    )
+
+
+_LEADER_LOCATORS: Final = frozenset({"client-local", "balanced", "random", "least-leaders"})
 
 
 def _invalid_arg(key: str, rs: str, term: Any) -> errors.PreconditionFailed:
@@ -464,9 +495,9 @@ def _type_arguments(queue_type: str, profile: Profile) -> tuple[str, ...]:
 
 
 def queue_type_of(args: Table) -> str:
-    """The queue type named by ``x-queue-type`` (``"classic"`` when absent)."""
+    """The queue type named by ``x-queue-type`` (``"classic"`` when absent or, in 4.3, ``""``)."""
     field = args.get("x-queue-type")
-    return "classic" if field is None else str(field[1])
+    return "classic" if field is None or field[1] in ("", b"") else str(field[1])
 
 
 def augment_declare_args(args: Table, *, profile: Profile) -> Table:
@@ -504,18 +535,21 @@ def validate_new_queue(
     3. the type's own arguments, in ``declare_args`` order (N-3);
     4. arguments known only to other queue types, in the client's table order (N-5);
     5. 4.3: neither durable nor exclusive -> 541 INTERNAL_ERROR (:data:`TRANSIENT_NONEXCL_TEXT`);
-    6. quorum: ``auto-delete``, then ``exclusive-owner``, then ``non-durable`` (DLIM-7).
+    6. classic: ``x-queue-master-locator`` (:attr:`Profile.queue_master_locator`);
+    7. quorum: ``auto-delete``, then ``exclusive-owner``, then ``non-durable`` (DLIM-7).
 
     ``args`` should already have gone through :func:`augment_declare_args`. Unknown ``x-`` arguments are
-    accepted. ``x-delivery-limit``, ``x-queue-master-locator`` and ``x-consumer-timeout`` have no validator
-    (as in RabbitMQ 3.10 - 3.13).
+    accepted. ``x-delivery-limit`` has no validator; ``x-consumer-timeout`` has one only in 4.3, where it is a
+    quorum queue argument (classic queues refuse it as another type's argument). 4.3 accepts
+    ``x-queue-type = ""`` (the default type) and any ``x-queue-mode``, and only ``x-queue-version = 2``
+    (all verified on 3.10.8, 4.0.5 and 4.3.6).
     """
     rs = errors.rs_queue(name, vhost)
     dlx = args.get("x-dead-letter-exchange")
     if dlx is not None and dlx[0] != "S":
         raise errors.PreconditionFailed(f"invalid type '{type_name(dlx[0])}' for arg 'x-dead-letter-exchange' in {rs}")
     qt_field = args.get("x-queue-type")
-    if qt_field is not None:
+    if qt_field is not None and not (profile.empty_queue_type_is_default and qt_field == ("S", "")):
         err = _check_queue_type(qt_field, args)
         if err is not None:
             raise _invalid_arg("x-queue-type", rs, err)
@@ -523,9 +557,9 @@ def validate_new_queue(
     if queue_type == "stream":
         raise errors.NotImplemented_(STREAM_NOT_SUPPORTED)
     own = _type_arguments(queue_type, profile)
-    for key, check in _VALIDATORS:
+    for key, check in _validators(profile):
         field = args.get(key)
-        if field is not None and key in own:
+        if field is not None and key in own and key != "x-queue-type":  # (checked above)
             err = check(field, args)
             if err is not None:
                 raise _invalid_arg(key, rs, err)
@@ -540,6 +574,18 @@ def validate_new_queue(
             raise errors.PreconditionFailed(f"invalid arg '{key}' for {rs} of queue type rabbit_{queue_type}_queue")
     if not profile.transient_nonexclusive_queues and not durable and not exclusive:
         raise errors.InternalError(TRANSIENT_NONEXCL_TEXT)
+    locator = args.get("x-queue-master-locator")
+    if queue_type == "classic" and locator is not None:
+        # rabbit_classic_queue:declare: 4.3 refuses the deprecated argument; ≤3.13 crashes on an unknown
+        # locator when it picks the queue's node (not for exclusive queues, which stay on the local node).
+        if profile.queue_master_locator == "denied":
+            raise errors.InternalError(QUEUE_MASTER_LOCATOR_TEXT)
+        if (
+            profile.queue_master_locator == "crash-if-invalid"
+            and not exclusive
+            and (locator[0] != "S" or locator[1] not in _MASTER_LOCATORS)
+        ):
+            raise errors.InternalError("")
     if queue_type == "quorum":
         for bad, prop in (
             (auto_delete, "auto-delete"),

@@ -1,12 +1,15 @@
-"""Exchanges, bindings and routing (direct, fanout, topic, headers, the default exchange)."""
+"""Exchanges, bindings and routing (direct, fanout, topic, headers, the default exchange, and RabbitMQ's own
+``x-local-random`` (4.0+) and ``x-modulus-hash`` (4.3+))."""
 
 from __future__ import annotations
 
+import random
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from fakerabbit.broker.erlhash import phash2_binaries
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.topic import TopicTrie
 
@@ -16,6 +19,12 @@ class ExchangeType(StrEnum):
     FANOUT = "fanout"
     TOPIC = "topic"
     HEADERS = "headers"
+    LOCAL_RANDOM = "x-local-random"
+    MODULUS_HASH = "x-modulus-hash"
+
+
+#: ``rabbit_exchange_type_modulus_hash``'s hash range (2^27).
+_PHASH2_RANGE = 1 << 27
 
 
 @dataclass(slots=True)
@@ -186,4 +195,24 @@ class Exchange:
         if t == ExchangeType.HEADERS:
             h = headers or {}
             return [b for b in self.bindings if headers_match(b.arguments, h)]
+        if t == ExchangeType.LOCAL_RANDOM:
+            # rabbit_exchange_type_local_random:route/3: one of the bindings with key "" (all of them: the
+            # binding rules allow nothing else), chosen at random; every queue of the fake is local.
+            local = self._by_key.get("", ())
+            return [random.choice(local)] if local else []
+        if t == ExchangeType.MODULUS_HASH:
+            return self._modulus_hash(routing_keys)
         return []
+
+    def _modulus_hash(self, routing_keys: Sequence[str]) -> list[Binding]:
+        """``rabbit_exchange_type_modulus_hash:route/3``: every binding's destination (one per binding, whatever
+        its key), sorted as Erlang sorts ``#resource{}`` records (exchanges before queues, then by name), and
+        the one at ``phash2(RoutingKeys, 2^27) rem N``. The routing keys include the CC and BCC keys."""
+        if not self.bindings:
+            return []
+        ordered = sorted(
+            self.bindings,
+            key=lambda b: (b.destination_kind != "exchange", b.destination.encode("utf-8", "surrogateescape")),
+        )
+        keys = [k.encode("utf-8", "surrogateescape") for k in routing_keys]
+        return [ordered[phash2_binaries(keys, _PHASH2_RANGE) % len(ordered)]]

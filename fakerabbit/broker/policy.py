@@ -119,17 +119,33 @@ _VALIDATORS: Final[dict[str, Any]] = {
     ),
     "queue-mode": lambda v, p: _check(_one_of(v, ("default", "lazy")), v, "is not a valid queue-mode value"),
     "queue-version": lambda v, p: _check(_is_int(v) and v in (1, 2), v, "is not a valid queue-version value"),
-    "queue-master-locator": lambda v, p: _check(
-        _one_of(v, ("min-masters", "client-local", "random")), v, "invalid queue-master-locator value"
-    ),
+    "queue-master-locator": lambda v, p: _master_locator(v, p),
     "queue-leader-locator": lambda v, p: _check(
         _one_of(v, ("client-local", "balanced")), v, "is not a valid queue leader locator value"
     ),
     "initial-cluster-size": lambda v, p: _check(_is_int(v) and v > 0, v, "is not a valid cluster size"),
     "stream-max-segment-size-bytes": lambda v, p: _check(_is_int(v) and v >= 0, v, "is not a valid segment size"),
     "ha-mode": lambda v, p: _check(_one_of(v, ("all", "exactly", "nodes")), v, "is not a valid ha-mode value"),
+    "max-age": lambda v, p: _check(_max_age_ms(v) is not None, v, "is not a valid max age"),
+    "consumer-timeout": lambda v, p: _check(_is_int(v) and v >= 0, v, "is not a valid consumer timeout"),
+    "consumer-disconnected-timeout": lambda v, p: _check(
+        _is_int(v) and v >= 0, v, "is not a valid consumer disconnected timeout"
+    ),
+    "stream-filter-size-bytes": lambda v, p: _check(
+        _is_int(v) and 16 <= v <= 255, v, "is not a valid filter size. Valid range is 16-255"
+    ),
+    "delayed-retry-type": lambda v, p: _check(
+        _one_of(v, ("all", "failed", "returned", "disabled")),
+        v,
+        "is not a valid delayed retry type. Must be one of: all, failed, returned, disabled",
+    ),
+    "delayed-retry-min": lambda v, p: _check(
+        _is_int(v) and v > 0, v, "is not a valid delayed retry minimum delay. Must be a positive integer"
+    ),
+    "delayed-retry-max": lambda v, p: _check(
+        _is_int(v) and v > 0, v, "is not a valid delayed retry maximum delay. Must be a positive integer"
+    ),
     # Recognised but not validated here (texts not verified): the value is accepted as given.
-    "max-age": lambda v, p: None,
     "ha-params": lambda v, p: None,
     "ha-sync-mode": lambda v, p: None,
     "ha-sync-batch-size": lambda v, p: None,
@@ -138,7 +154,62 @@ _VALIDATORS: Final[dict[str, Any]] = {
     "target-group-size": lambda v, p: _check(_is_int(v) and v > 0, v, "is not a valid qq target count value"),
 }
 _HA_KEYS: Final = frozenset(k for k in _VALIDATORS if k.startswith("ha-"))
-_VERSIONED_KEYS: Final = frozenset({"target-group-size"})
+#: Keys recognised only by some versions (:attr:`Profile.extra_policy_keys`).
+_VERSIONED_KEYS: Final = frozenset(
+    {
+        "target-group-size",
+        "consumer-timeout",
+        "consumer-disconnected-timeout",
+        "stream-filter-size-bytes",
+        "delayed-retry-type",
+        "delayed-retry-min",
+        "delayed-retry-max",
+    }
+)
+_MAX_AGE_UNITS: Final = {
+    "Y": 365 * 86_400_000,
+    "M": 30 * 86_400_000,
+    "D": 86_400_000,
+    "h": 3_600_000,
+    "m": 60_000,
+    "s": 1000,
+}
+
+
+def _max_age_ms(value: Any) -> int | None:
+    """``rabbit_amqqueue:check_max_age/1`` (4.3): digits then one unit of Y M D h m s, more than zero.
+
+    RabbitMQ ≤4.2 crashes (``badarg``) on a value without leading digits instead of refusing it with the text:
+    refused either way."""
+    if not isinstance(value, str):
+        return None
+    m = re.fullmatch(r"([0-9]+)(Y|M|D|h|m|s)", value)
+    if m is None or int(m.group(1)) <= 0:
+        return None
+    return int(m.group(1)) * _MAX_AGE_UNITS[m.group(2)]
+
+
+def _master_locator(value: Any, profile: Profile) -> str | None:
+    """``queue-master-locator``: ≤3.13 knows three locators; 4.0 - 4.2 take the leader locators too; 4.3 denies
+    the deprecated key whatever its value (live 3.10.8, 4.0.5, 4.3.6)."""
+    if profile.queue_master_locator == "denied":
+        return "use of deprecated queue-master-locator argument is not permitted"
+    if profile.queue_master_locator == "ignored":
+        locators = ("client-local", "balanced", "random", "least-leaders", "min-masters")
+        return _check(_one_of(value, locators), value, "is not a valid master locator")
+    return _check(
+        _one_of(value, ("min-masters", "client-local", "random")), value, "invalid queue-master-locator value"
+    )
+
+
+def _delayed_retry_constraints(definition: Mapping[str, Any]) -> str | None:
+    """``rabbit_quorum_queue:validate_delayed_retry_constraints/1`` (4.3), after the keys' own checks."""
+    type_, low, high = (definition.get(f"delayed-retry-{k}") for k in ("type", "min", "max"))
+    if type_ is not None and type_ != "disabled" and low is None:
+        return f"delayed-retry-min is required when delayed-retry-type is {type_}"
+    if isinstance(low, int) and isinstance(high, int) and high < low:
+        return f"delayed-retry-max ({high}) must not be smaller than delayed-retry-min ({low})"
+    return None
 
 
 def _recognised(profile: Profile, operator: bool) -> frozenset[str]:
@@ -210,6 +281,10 @@ def validate_policy(
             err = _VALIDATORS[key](definition[key], profile)
             if err is not None:
                 raise PolicyError(err)
+    if "delayed-retry-type" in recognised:
+        err = _delayed_retry_constraints(definition)
+        if err is not None:
+            raise PolicyError(err)
     if not operator and "ha-mode" not in definition and any(k in definition for k in _HA_KEYS & recognised):
         raise PolicyError("ha-mode must be specified to specify ha-params, ha-sync-mode or ha-promote-on-shutdown")
     unknown = [(k.encode("utf-8", "surrogateescape"), _json_term(definition[k])) for k in keys if k not in recognised]
@@ -309,9 +384,11 @@ def _merge(key: str, value: Any, op_value: Any, profile: Profile) -> Any:
         return min(value, op_value)
     if key == "delivery-limit":
         return _min_delivery_limit(value, op_value, profile)
-    if key == "target-group-size":
+    if key in ("target-group-size", "delayed-retry-min"):  # rabbit_quorum_queue:merge_policy_value/3
         return max(value, op_value)
-    return op_value  # overflow, queue-version, booleans: the operator's value
+    if key == "delayed-retry-max":
+        return min(value, op_value)
+    return op_value  # overflow, queue-version, delayed-retry-type, booleans: the operator's value
 
 
 def effective_policy_definition(

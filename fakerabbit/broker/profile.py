@@ -12,8 +12,8 @@ family    versions        notes
 ``3.10``  3.0 - 3.11      LEGACY messages. Checked against a live 3.10.8 broker.
 ``3.12``  3.12            LEGACY messages; queue-type-specific policy ``apply-to`` values.
 ``3.13``  3.13            MC (message containers), 3.13.3 - 3.13.7 semantics.
-``4.0``   4.0, 4.1, 4.2   client x-death ignored; quorum delivery-limit 20 counting acquisitions.
-``4.3``   4.3             delivery-limit counts failed deliveries; transient non-exclusive queues refused.
+``4.0``   4.0, 4.1, 4.2   client x-death ignored; quorum delivery-limit 20 counting acquisitions. Live 4.0.5.
+``4.3``   4.3             delivery-limit counts failed deliveries; declare-argument changes. Live 4.3.6.
 ========  ==============  ==========================================================================
 
 The ``inequivalent arg`` rendering is the same in every version (checked in ``rabbit_misc.erl`` of 3.8 -
@@ -33,6 +33,7 @@ __all__ = ["ACCEPTED_VERSIONS", "Profile", "get_profile"]
 
 ClientXDeath = Literal["edit", "parse", "ignore"]
 DeliveryLimitCounter = Literal["returns", "acquired", "failed"]
+QueueMasterLocator = Literal["crash-if-invalid", "ignored", "denied"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +81,8 @@ class Profile:
     queue_type_apply_to: bool
     #: POL-6: the classic mirroring keys (``ha-*``) are still recognised policy settings (≤3.13).
     ha_policy_keys: bool
-    #: Policy keys recognised only from this version on (4.x: ``target-group-size``).
+    #: Policy keys recognised only from some version on (3.13: ``target-group-size``, ``consumer-timeout``,
+    #: ``stream-filter-size-bytes``; 4.3: ``consumer-disconnected-timeout``, ``delayed-retry-*``).
     extra_policy_keys: frozenset[str]
 
     # -- queue.declare (spec N, O) ------------------------------------------------------------------------
@@ -99,6 +101,26 @@ class Profile:
     quorum_queue_arguments: tuple[str, ...]
     #: ``rabbit_stream_queue:capabilities()`` ``queue_arguments`` (only used to reject them on other types).
     stream_queue_arguments: tuple[str, ...]
+    #: ``x-queue-mode`` is validated (``default`` / ``lazy``); 4.3 dropped the validator and accepts any value.
+    validate_queue_mode: bool
+    #: The ``x-queue-version`` values accepted: 1 and 2 before 4.3, only 2 in 4.3.
+    queue_versions: tuple[int, ...]
+    #: 4.3: ``x-queue-type = ""`` means the default queue type (stored as sent); before, 406 ``unsupported
+    #: queue type ''``.
+    empty_queue_type_is_default: bool
+    #: ``x-queue-master-locator`` on a classic queue: ``"crash-if-invalid"`` (≤3.13: a value that is not a
+    #: known locator, on a queue that is not exclusive, crashes the declare: 541 INTERNAL_ERROR without text),
+    #: ``"ignored"`` (4.0 - 4.2) or ``"denied"`` (4.3: deprecated feature ``queue_master_locator`` denied by
+    #: default, 541 with the deprecation warning, exclusive queues too).
+    queue_master_locator: QueueMasterLocator
+
+    # -- queue.delete, exchange.declare -------------------------------------------------------------------
+    #: 3.13.3+: an unknown exchange type is a channel error 406 PRECONDITION_FAILED instead of a connection
+    #: error 503 COMMAND_INVALID (rabbitmq-server #11214).
+    unknown_exchange_type_is_channel_error: bool
+    #: The exchange types a declare accepts: the four AMQP ones, ``x-local-random`` (4.0+) and
+    #: ``x-modulus-hash`` (4.3+).
+    exchange_types: tuple[str, ...]
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -115,7 +137,9 @@ _OPERATOR_KEYS_312: Final = frozenset(
         "delivery-limit",
     }
 )
-_OPERATOR_KEYS_313: Final = _OPERATOR_KEYS_312 | {"queue-version", "overflow"}
+_OPERATOR_KEYS_313: Final = _OPERATOR_KEYS_312 | {"queue-version", "overflow", "target-group-size"}
+_OPERATOR_KEYS_40: Final = _OPERATOR_KEYS_313 | {"queue-master-locator"}  # live 4.0.5
+_OPERATOR_KEYS_43: Final = _OPERATOR_KEYS_40 | {"delayed-retry-type", "delayed-retry-min", "delayed-retry-max"}
 
 _HA_KEYS: Final = frozenset({"ha-mode", "ha-params", "ha-sync-mode", "ha-promote-on-shutdown", "ha-promote-on-failure"})
 _UNSUPPORTED_CLASSIC: Final = frozenset(
@@ -183,6 +207,8 @@ _STREAM_ARGS: Final = (
     "x-queue-leader-locator",
 )
 
+_AMQP_EXCHANGE_TYPES: Final = ("direct", "fanout", "topic", "headers")
+
 _P310: Final = Profile(
     name="3.10",
     server_version="3.10.8",
@@ -208,6 +234,12 @@ _P310: Final = Profile(
     classic_queue_arguments=_CLASSIC_ARGS,
     quorum_queue_arguments=_QUORUM_ARGS,
     stream_queue_arguments=_STREAM_ARGS,
+    validate_queue_mode=True,
+    queue_versions=(1, 2),
+    empty_queue_type_is_default=False,
+    queue_master_locator="crash-if-invalid",
+    unknown_exchange_type_is_channel_error=False,
+    exchange_types=_AMQP_EXCHANGE_TYPES,
 )
 _P312: Final = replace(_P310, name="3.12", server_version="3.12.14", queue_type_apply_to=True)
 _P313: Final = replace(
@@ -222,7 +254,8 @@ _P313: Final = replace(
     delivery_count_header_from_zero=False,
     operator_policy_keys=_OPERATOR_KEYS_313,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ | {"single-active-consumer"},
-    stream_queue_arguments=(*_STREAM_ARGS, "x-stream-filter-size-bytes"),
+    unknown_exchange_type_is_channel_error=True,
+    extra_policy_keys=frozenset({"target-group-size", "consumer-timeout", "stream-filter-size-bytes"}),
 )
 _P40: Final = replace(
     _P313,
@@ -233,11 +266,13 @@ _P40: Final = replace(
     delivery_limit_counter="acquired",
     negative_delivery_limit_unlimited=True,
     ha_policy_keys=False,
-    extra_policy_keys=frozenset({"target-group-size"}),
+    extra_policy_keys=frozenset({"target-group-size", "consumer-timeout", "stream-filter-size-bytes"}),
+    operator_policy_keys=_OPERATOR_KEYS_40,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     inject_default_queue_type=True,
     classic_queue_arguments=(*_CLASSIC_ARGS, "x-queue-leader-locator"),
-    quorum_queue_arguments=(*_QUORUM_ARGS, "x-quorum-target-group-size"),
+    queue_master_locator="ignored",
+    exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random"),
 )
 _P43: Final = replace(
     _P40,
@@ -249,6 +284,23 @@ _P43: Final = replace(
     # configuration (``deprecated_features.permit.transient_nonexcl_queues``), and test suites declare such
     # queues everywhere.
     transient_nonexclusive_queues=True,
+    quorum_queue_arguments=(
+        *_QUORUM_ARGS,
+        "x-consumer-disconnected-timeout",
+        "x-consumer-timeout",
+        "x-delayed-retry-type",
+        "x-delayed-retry-min",
+        "x-delayed-retry-max",
+    ),
+    stream_queue_arguments=(*_STREAM_ARGS[:4], "x-stream-filter-size-bytes", *_STREAM_ARGS[4:]),
+    validate_queue_mode=False,
+    queue_versions=(2,),
+    empty_queue_type_is_default=True,
+    queue_master_locator="denied",
+    operator_policy_keys=_OPERATOR_KEYS_43,
+    extra_policy_keys=_P40.extra_policy_keys
+    | {"consumer-disconnected-timeout", "delayed-retry-type", "delayed-retry-min", "delayed-retry-max"},
+    exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random", "x-modulus-hash"),
 )
 
 # requested major.minor -> (family profile, announced server version)

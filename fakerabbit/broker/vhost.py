@@ -33,6 +33,12 @@ _PREDECLARED = (
 
 RESERVED_TEXT = "{kind} name '{name}' contains reserved prefix 'amq.*'"
 
+#: Exchange types that route on every routing key of a message (the CC and BCC keys too).
+_ALL_KEYS_TYPES = frozenset({"direct", "topic", "x-modulus-hash"})
+
+#: 540 for quorum ``queue.delete`` with a condition (``rabbit_quorum_queue:delete/4``; if-unused is checked first).
+_QQ_DELETE_FLAG = "cannot delete {rs}. queue.delete operations with {flag} flag set are not supported by quorum queues"
+
 
 class Vhost:
     def __init__(self, broker: Broker, name: str) -> None:
@@ -106,10 +112,13 @@ class Vhost:
             if name == "":
                 raise errors.AccessRefused("operation not permitted on the default exchange")
             return self.get_exchange(name)
-        if type_ == "":
-            raise errors.CommandInvalid("invalid exchange type ''")
-        if type_ not in ExchangeType.__members__.values():
-            raise errors.CommandInvalid(f"unknown exchange type '{type_}'")
+        profile = self.broker.profile
+        if type_ not in profile.exchange_types:
+            # rabbit_exchange:check_type/1 says "invalid" for a name that is an atom in the VM (always so for '')
+            text = "invalid exchange type ''" if type_ == "" else f"unknown exchange type '{type_}'"
+            if profile.unknown_exchange_type_is_channel_error:  # 3.13.3+ (rabbitmq-server #11214)
+                raise errors.PreconditionFailed(text)
+            raise errors.CommandInvalid(text)
         if name == "":
             raise errors.AccessRefused("operation not permitted on the default exchange")
         if conn is not None:
@@ -218,7 +227,19 @@ class Vhost:
             self.get_exchange(destination)
         if x.type == "headers":
             _validate_x_match(arguments)
+        elif x.type == ExchangeType.LOCAL_RANDOM:
+            self._validate_local_random_binding(kind, destination, routing_key)
         x.add_binding(Binding(source, destination, kind, routing_key, arguments))
+
+    def _validate_local_random_binding(self, kind: str, destination: str, routing_key: str) -> None:
+        """``rabbit_exchange_type_local_random:validate_binding/2`` (texts verified on 4.0.5 and 4.3.6)."""
+        if routing_key != "":
+            raise errors.PreconditionFailed(f"Non empty binding '{routing_key}' key not permitted")
+        q = self.queues.get(destination) if kind == "queue" else None
+        if q is None:
+            raise errors.PreconditionFailed("Destination not found")
+        if q.queue_type != "classic":
+            raise errors.PreconditionFailed(f"Queue type rabbit_{q.queue_type}_queue not valid for this exchange type")
 
     # -- queues ---------------------------------------------------------------------------------------------
     def declare_queue(
@@ -339,6 +360,9 @@ class Vhost:
         if name not in self.queues:
             return 0
         q = self.get_queue(name, conn)
+        if q.queue_type == "quorum" and (if_unused or if_empty):
+            flag = "if-unused" if if_unused else "if-empty"
+            raise errors.NotImplemented_(_QQ_DELETE_FLAG.format(rs=errors.rs_queue(name, self.name), flag=flag))
         if if_unused and q.consumers:
             raise errors.PreconditionFailed(f"{errors.rs_queue(name, self.name)} in use")
         if if_empty and q.ready_count:
@@ -379,7 +403,7 @@ class Vhost:
                     if q is not None:
                         found.setdefault(key, q)
                 continue
-            keys = msg.routing_keys if ex.type in ("direct", "topic") else msg.routing_keys[:1]
+            keys = msg.routing_keys if ex.type in _ALL_KEYS_TYPES else msg.routing_keys[:1]
             # Only a headers exchange reads the headers (decoding them, or building a dead-lettered copy's).
             matched = ex.match(keys, msg.props.headers if ex.type == "headers" else None)
             if not matched:

@@ -44,10 +44,21 @@ from fakerabbit.management.render import (
 if TYPE_CHECKING:
     from fakerabbit.broker.queue import Queue
 
-_EXCHANGE_TYPES = [
-    {"name": t, "description": f"AMQP {t} exchange, as per the AMQP specification", "enabled": True}
-    for t in ("direct", "fanout", "headers", "topic")
-]
+#: Descriptions of RabbitMQ's own exchange types in ``/api/overview`` (live 4.0.5 and 4.3.6).
+_X_TYPE_DESCRIPTIONS = {
+    "x-local-random": "Picks one random local binding (queue) to route via (to).",
+    "x-modulus-hash": "Modulus Hashing Exchange",
+}
+
+
+def _exchange_types(types: tuple[str, ...]) -> list[dict[str, object]]:
+    """The profile's exchange types, AMQP ones first in name order, as ``/api/overview`` lists them."""
+    amqp = sorted(t for t in types if t not in _X_TYPE_DESCRIPTIONS)
+    return [
+        {"name": t, "description": f"AMQP {t} exchange, as per the AMQP specification", "enabled": True} for t in amqp
+    ] + [
+        {"name": t, "description": _X_TYPE_DESCRIPTIONS[t], "enabled": True} for t in types if t in _X_TYPE_DESCRIPTIONS
+    ]
 
 
 def _conns(ctx: Ctx) -> Connections:
@@ -71,7 +82,7 @@ def overview(ctx: Ctx) -> Response:
         {
             "management_version": version,
             "rates_mode": "none",
-            "exchange_types": _EXCHANGE_TYPES,
+            "exchange_types": _exchange_types(broker.profile.exchange_types),
             "product_version": version,
             "product_name": "RabbitMQ",
             "rabbitmq_version": version,

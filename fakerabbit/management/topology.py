@@ -9,7 +9,6 @@ from urllib.parse import quote
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.broker import ConnectionInfo
-from fakerabbit.broker.exchange import ExchangeType
 from fakerabbit.broker.fields import FieldError
 from fakerabbit.broker.properties import PropertiesError, RawProperties, build_properties
 from fakerabbit.broker.queue import Queue
@@ -324,7 +323,7 @@ def put_exchange(ctx: Ctx) -> Response:
     type_ = body.get("type", "direct")
     if name == "" or name.startswith("amq."):
         raise access_refused()
-    if type_ not in ExchangeType.__members__.values():
+    if type_ not in v.broker.profile.exchange_types:
         # rabbit_exchange:check_type/1: "unknown" when no atom of that name exists in the node, "invalid" when one
         # does but names no exchange type - which depends on the node's history; a fresh node says "unknown"
         raise bad_request(f"unknown exchange type '{type_}'")

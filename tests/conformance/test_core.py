@@ -8,6 +8,7 @@ import pytest
 
 from tests.conformance.conftest import Target, pump, settle
 from tests.conformance.dlhelpers import eventually
+from tests.conformance.versions import for_versions
 
 
 def test_publish_get_roundtrip_keeps_properties(
@@ -198,9 +199,18 @@ def test_exchange_redeclare_with_other_type(broker: Target, ch) -> None:
     )
 
 
-def test_unknown_exchange_type_is_connection_error(broker: Target, conn) -> None:
+@for_versions("3.10", "4.0", "4.3")
+def test_unknown_exchange_type_error(broker: Target, conn) -> None:
+    """A connection error (503) before 3.13.3, a channel error (406) since (rabbitmq-server #11214)."""
     ch = conn.channel()
     x = broker.exchange()
+    if broker.at_least("3.13"):
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as cexc:
+            ch.exchange_declare(x, "nosuchtype")
+        assert cexc.value.reply_code == 406
+        assert cexc.value.reply_text == "PRECONDITION_FAILED - unknown exchange type 'nosuchtype'"
+        assert conn.is_open
+        return
     with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as exc:
         ch.exchange_declare(x, "nosuchtype")
     assert exc.value.reply_code == 503

@@ -11,6 +11,7 @@ from pika.adapters.blocking_connection import BlockingChannel
 
 from tests.conformance.conftest import Target
 from tests.conformance.ttlhelpers import Typed, anchored, channel_error, typed_tables  # noqa: F401
+from tests.conformance.versions import for_versions
 
 pytestmark = pytest.mark.usefixtures("typed_tables")
 
@@ -372,3 +373,161 @@ def test_eq1_4x_stores_the_default_queue_type(broker: Target, ch: BlockingChanne
     assert declare_error(ch, q, {"x-queue-type": "quorum"}, durable=True) == inequivalent(
         q, "x-queue-type", "'quorum'", "'classic'"
     )
+
+
+# -- 4.x differences (live 3.10.8, 4.0.5, 4.3.6; notes/rabbitmq-4.x-observed-decl.md) -----------------------------
+
+DEPRECATED_541 = (
+    "INTERNAL_ERROR - Feature `queue_master_locator` is deprecated.\n"
+    "By default, this feature is not permitted anymore.\n"
+    "The feature will be removed from a future major RabbitMQ version, regardless of the configuration; "
+    "actual version to be determined.\nTo con..."
+)
+
+
+def connection_error(conn: pika.BlockingConnection, fn: Any) -> tuple[int, str]:
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as exc:
+        fn(conn.channel())
+    return exc.value.reply_code, exc.value.reply_text
+
+
+def err(conn: pika.BlockingConnection, q: str, args: dict[str, Any], **kw: Any) -> tuple[int, str]:
+    """The channel error of a declare, on a channel of its own."""
+    return declare_error(conn.channel(), q, args, **kw)
+
+
+def foreign(q: str, key: str, queue_type: str) -> tuple[int, str]:
+    return 406, f"PRECONDITION_FAILED - invalid arg '{key}' for queue '{q}' in vhost '/' of queue type {queue_type}"
+
+
+@for_versions("3.10", "4.0", "4.3")
+def test_empty_queue_type_is_the_default_in_43(broker: Target, conn: pika.BlockingConnection) -> None:
+    """4.3: ``x-queue-type = ""`` declares a queue of the default type and is stored as sent."""
+    q = broker.name()
+    if not broker.at_least("4.3"):
+        assert err(conn, q, {"x-queue-type": ""}, durable=True) == invalid(
+            q, "x-queue-type", "\"unsupported queue type ''\""
+        )
+        return
+    conn.channel().queue_declare(q, durable=True, arguments={"x-queue-type": ""})
+    conn.channel().queue_declare(q, durable=True, arguments={"x-queue-type": ""})
+    # it is a classic queue: quorum arguments are another type's
+    assert err(conn, broker.name("q2"), {"x-queue-type": "", "x-delivery-limit": 5}, durable=True) == (
+        foreign(broker.name("q2"), "x-delivery-limit", "rabbit_classic_queue")
+    )
+    assert err(conn, q, {}, durable=True) == inequivalent(q, "x-queue-type", "'classic'", "''")
+
+
+@for_versions("3.10", "4.0", "4.3")
+@pytest.mark.parametrize("mode", ["bogus", 5])
+def test_queue_mode_is_not_validated_in_43(broker: Target, conn: pika.BlockingConnection, mode: Any) -> None:
+    q = broker.name()
+    if broker.at_least("4.3"):
+        conn.channel().queue_declare(q, arguments={"x-queue-mode": mode})
+        assert err(conn, q, {"x-queue-mode": "other"}) == inequivalent(q, "x-queue-mode", "'other'", f"'{mode}'")
+    else:
+        term = "\"unsupported queue mode 'bogus'\"" if mode == "bogus" else "{unacceptable_type,signedint}"
+        assert err(conn, q, {"x-queue-mode": mode}) == invalid(q, "x-queue-mode", term)
+    q2 = broker.name("qq")
+    assert err(conn, q2, {"x-queue-type": "quorum", "x-queue-mode": "lazy"}, durable=True) == foreign(
+        q2, "x-queue-mode", "rabbit_quorum_queue"
+    )
+
+
+@for_versions("3.10", "4.0", "4.3")
+def test_queue_version_1_is_refused_in_43(broker: Target, conn: pika.BlockingConnection) -> None:
+    q = broker.name()
+    conn.channel().queue_declare(broker.name("v2"), arguments={"x-queue-version": 2})
+    if broker.at_least("4.3"):
+        assert err(conn, q, {"x-queue-version": 1}) == invalid(
+            q, "x-queue-version", "\"unsupported queue version '1'\""
+        )
+    else:
+        conn.channel().queue_declare(q, arguments={"x-queue-version": 1})
+    q3 = broker.name("v3")
+    assert err(conn, q3, {"x-queue-version": 3}) == invalid(q3, "x-queue-version", "\"unsupported queue version '3'\"")
+
+
+@for_versions("3.10", "4.0", "4.3")
+@pytest.mark.parametrize("key", ["x-consumer-timeout", "x-consumer-disconnected-timeout"])
+def test_consumer_timeouts_are_quorum_arguments_in_43(broker: Target, conn: pika.BlockingConnection, key: str) -> None:
+    """4.3: a quorum queue argument (non-negative integer); a classic queue refuses it as another type's.
+    Before, no queue type knows them: any value is accepted on any queue."""
+    cq, qq = broker.name("c"), broker.name("q")
+    qargs = {"x-queue-type": "quorum"}
+    if not broker.at_least("4.3"):
+        for value in (-1, "a", 1000):
+            conn.channel().queue_declare(broker.name(f"c{value}"), arguments={key: value})
+            conn.channel().queue_declare(broker.name(f"q{value}"), durable=True, arguments={**qargs, key: value})
+        return
+    assert err(conn, cq, {key: 1000}) == foreign(cq, key, "rabbit_classic_queue")
+    assert err(conn, qq, {**qargs, key: -1}, durable=True) == invalid(qq, key, "{value_negative,-1}")
+    assert err(conn, qq, {**qargs, key: "a"}, durable=True) == invalid(qq, key, '"expected integer, got longstr"')
+    conn.channel().queue_declare(qq, durable=True, arguments={**qargs, key: 0})
+    assert err(conn, qq, {**qargs, key: 1}, durable=True) == inequivalent(qq, key, "'1'", "'0'")
+
+
+@for_versions("3.10", "4.0", "4.3")
+@pytest.mark.parametrize(
+    ("key", "since"),
+    [
+        ("x-delayed-retry-type", "4.3"),  # a quorum queue argument in 4.3
+        ("x-stream-filter-size-bytes", "4.3"),  # a stream queue argument in 4.3 (not in 4.0.5)
+        ("x-quorum-target-group-size", None),  # a policy key, no queue argument
+    ],
+)
+def test_other_types_arguments_by_version(
+    broker: Target, conn: pika.BlockingConnection, key: str, since: str | None
+) -> None:
+    q = broker.name()
+    if since is not None and broker.at_least(since):
+        assert err(conn, q, {key: 5}) == foreign(q, key, "rabbit_classic_queue")
+    else:
+        conn.channel().queue_declare(q, arguments={key: 5})
+
+
+@for_versions("3.10", "4.0", "4.3")
+@pytest.mark.parametrize("locator", ["client-local", "min-masters", "balanced", 5])
+def test_queue_master_locator(broker: Target, conn: pika.BlockingConnection, locator: Any) -> None:
+    """``x-queue-master-locator`` on a classic queue: ≤3.13 crashes the declare (541 without text) when the
+    value is no known locator and the queue is not exclusive; 4.0 - 4.2 accept anything; 4.3 refuses the
+    deprecated argument (541 with the deprecation warning, cut to 255 bytes), exclusive queues too."""
+    q = broker.name()
+    known = locator in ("client-local", "min-masters", "random")
+
+    def declare(ch: BlockingChannel, exclusive: bool = False) -> None:
+        ch.queue_declare(q, exclusive=exclusive, arguments={"x-queue-master-locator": locator})
+
+    if broker.at_least("4.3"):
+        assert connection_error(conn, declare) == (541, DEPRECATED_541)
+        return
+    if broker.at_least("4.0") or known:
+        declare(conn.channel())
+        return
+    assert connection_error(conn, declare) == (541, "INTERNAL_ERROR")
+    with broker.connect() as other:
+        declare(other.channel(), exclusive=True)
+
+
+@for_versions("3.10", "4.0", "4.3")
+def test_queue_master_locator_on_quorum_is_another_types_argument(
+    broker: Target, conn: pika.BlockingConnection
+) -> None:
+    q = broker.name()
+    args = {"x-queue-type": "quorum", "x-queue-master-locator": "client-local"}
+    assert err(conn, q, args, durable=True) == foreign(q, "x-queue-master-locator", "rabbit_quorum_queue")
+
+
+@for_versions("3.10", "4.0", "4.3")
+@pytest.mark.parametrize("queue_type", ["classic", "quorum"])
+def test_queue_leader_locator_min_masters(broker: Target, conn: pika.BlockingConnection, queue_type: str) -> None:
+    """4.x accepts the old master locator name ``min-masters`` as a leader locator; 3.10 refuses it (and knows
+    the argument only on quorum queues)."""
+    q = broker.name()
+    args = {"x-queue-type": queue_type, "x-queue-leader-locator": "min-masters"}
+    if broker.at_least("4.0"):
+        conn.channel().queue_declare(q, durable=True, arguments=args)
+    elif queue_type == "quorum":
+        assert err(conn, q, args, durable=True) == invalid(q, "x-queue-leader-locator", "invalid_queue_locator_arg")
+    else:
+        assert err(conn, q, args, durable=True) == foreign(q, "x-queue-leader-locator", "rabbit_classic_queue")

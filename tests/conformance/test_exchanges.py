@@ -10,8 +10,10 @@ import pika.exceptions
 import pytest
 from pika import spec
 
+from fakerabbit.broker.erlhash import phash2_binaries
 from tests.conformance.conftest import Target
 from tests.conformance.rawamqp import RawAMQP
+from tests.conformance.versions import for_versions
 
 
 def closed(conn: Any, fn: Any) -> tuple[int, str]:
@@ -68,29 +70,64 @@ def test_predeclared_exchanges(broker: Target, ch: Any) -> None:
         ch.exchange_declare(name, type_, durable=True)
 
 
+@for_versions("3.10", "3.13", "4.0", "4.3")
 @pytest.mark.parametrize(
     ("type_", "text"),
     [
-        ("nosuchtype", "COMMAND_INVALID - unknown exchange type 'nosuchtype'"),
-        ("x-delayed-message", "COMMAND_INVALID - unknown exchange type 'x-delayed-message'"),
-        ("", "COMMAND_INVALID - invalid exchange type ''"),
+        ("nosuchtype", "unknown exchange type 'nosuchtype'"),
+        ("x-delayed-message", "unknown exchange type 'x-delayed-message'"),
+        ("DIRECT", "unknown exchange type 'DIRECT'"),
+        ("", "invalid exchange type ''"),
     ],
 )
-def test_unknown_exchange_type_is_a_connection_error(broker: Target, type_: str, text: str) -> None:
-    """RabbitMQ says "invalid" instead of "unknown" for a type whose name happens to be an atom in its VM
-    (always so for ''); fakerabbit says "unknown" for every other name."""
+def test_unknown_exchange_type(broker: Target, type_: str, text: str) -> None:
+    """An unknown exchange type: 503 COMMAND_INVALID closing the connection before 3.13.3, 406
+    PRECONDITION_FAILED closing the channel since (rabbitmq-server #11214; live 3.10.8, 4.0.5, 4.3.6).
+
+    RabbitMQ says "invalid" instead of "unknown" for a type whose name happens to be an atom in its VM (always
+    so for ''; 4.3.6 also for e.g. 'x-random'); fakerabbit says "unknown" for every other name."""
     c = RawAMQP.connect(broker.url)
     c.open_channel(1)
     c.send_method(1, spec.Exchange.Declare(exchange=broker.exchange(), type=type_))
     close = c.expect_close()
-    assert (close.channel, close.reply_code, close.reply_text, close.class_id, close.method_id) == (
-        0,
-        503,
-        text,
-        40,
-        10,
-    )
+    if broker.at_least("3.13"):
+        expected = (1, 406, f"PRECONDITION_FAILED - {text}", 40, 10)
+    else:
+        expected = (0, 503, f"COMMAND_INVALID - {text}", 40, 10)
+    assert (close.channel, close.reply_code, close.reply_text, close.class_id, close.method_id) == expected
     c.sock.close()
+
+
+@for_versions("3.10", "3.13", "4.0", "4.3")
+@pytest.mark.parametrize(
+    ("type_", "since"),
+    [("x-local-random", "4.0"), ("x-modulus-hash", "4.3"), ("x-consistent-hash", None), ("x-random", None)],
+)
+def test_rabbitmq_builtin_exchange_types(broker: Target, conn: Any, type_: str, since: str | None) -> None:
+    """RabbitMQ's own exchange types: x-local-random since 4.0, x-modulus-hash since 4.3; the plugin types
+    (x-consistent-hash, x-random) are unknown without their plugins."""
+    x = broker.exchange()
+    if since is not None and broker.at_least(since):
+        ch = conn.channel()
+        ch.exchange_declare(x, type_)
+        ch.exchange_declare(x, type_, passive=True)
+        # the stored type is an atom that needs quotes: ~p prints it quoted inside the quotes
+        assert closed(conn, lambda ch: ch.exchange_declare(x, "direct")) == (
+            406,
+            f"PRECONDITION_FAILED - inequivalent arg 'type' for exchange '{x}' in vhost '/': "
+            f"received 'direct' but current is ''{type_}''",
+        )
+        return
+    if broker.at_least("3.13"):
+        code, text = closed(conn, lambda ch: ch.exchange_declare(x, type_))
+        assert code == 406 and text.endswith(f"exchange type '{type_}'")
+    else:
+        with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as exc:
+            conn.channel().exchange_declare(x, type_)
+        assert (exc.value.reply_code, exc.value.reply_text) == (
+            503,
+            f"COMMAND_INVALID - unknown exchange type '{type_}'",
+        )
 
 
 def test_passive_declare_ignores_type_and_flags(broker: Target, ch: Any) -> None:
@@ -414,3 +451,128 @@ def test_publish_to_internal_exchange(broker: Target, conn: Any) -> None:
     conn.channel().exchange_declare(x, "fanout", internal=True)
     code, text = closed(conn, lambda ch: (ch.basic_publish(x, "", b"x"), ch.basic_qos(prefetch_count=1)))
     assert (code, text) == (403, f"ACCESS_REFUSED - cannot publish to internal exchange '{x}' in vhost '/'")
+
+
+# -- RabbitMQ's own exchange types (4.0+: x-local-random, 4.3+: x-modulus-hash) ----------------------------------
+
+
+def _drain(ch: Any, q: str) -> list[bytes]:
+    bodies = []
+    while True:
+        method, _props, body = ch.basic_get(q, auto_ack=True)
+        if method is None:
+            return bodies
+        bodies.append(body)
+
+
+@for_versions("4.0", "4.3")
+def test_local_random_binding_rules(broker: Target, conn: Any) -> None:
+    """Only classic queues, only with the empty binding key (texts from live 4.0.5 and 4.3.6)."""
+    x, cq, qq, other = broker.exchange(), broker.name("c"), broker.name("q"), broker.exchange("o")
+    ch = conn.channel()
+    ch.exchange_declare(x, "x-local-random")
+    ch.exchange_declare(other, "direct")
+    ch.queue_declare(cq)
+    ch.queue_declare(qq, durable=True, arguments={"x-queue-type": "quorum"})
+    assert closed(conn, lambda ch: ch.queue_bind(cq, x, "k")) == (
+        406,
+        "PRECONDITION_FAILED - Non empty binding 'k' key not permitted",
+    )
+    assert closed(conn, lambda ch: ch.queue_bind(qq, x, "")) == (
+        406,
+        "PRECONDITION_FAILED - Queue type rabbit_quorum_queue not valid for this exchange type",
+    )
+    assert closed(conn, lambda ch: ch.exchange_bind(other, x, "")) == (
+        406,
+        "PRECONDITION_FAILED - Destination not found",
+    )
+    assert closed(conn, lambda ch: ch.queue_bind(broker.name("none"), x, "")) == (
+        404,
+        f"NOT_FOUND - no queue '{broker.name('none')}' in vhost '/'",
+    )
+    ch = conn.channel()
+    ch.queue_bind(cq, x, "")
+    ch.queue_bind(cq, x, "", arguments={"a": 1})
+    ch.queue_unbind(cq, x, "k")  # unbinding what is not there is fine
+
+
+@for_versions("4.0", "4.3")
+def test_local_random_routes_each_message_to_one_bound_queue(broker: Target, conn: Any) -> None:
+    x, q1, q2 = broker.exchange(), broker.name("a"), broker.name("b")
+    ch = conn.channel()
+    ch.exchange_declare(x, "x-local-random")
+    ch.confirm_delivery()
+    with pytest.raises(pika.exceptions.UnroutableError):  # no binding: unroutable
+        ch.basic_publish(x, "", b"none", mandatory=True)
+    ch.queue_declare(q1)
+    ch.queue_bind(q1, x, "")
+    for i in range(5):
+        ch.basic_publish(x, f"rk{i}", b"only", mandatory=True)
+    assert _drain(ch, q1) == [b"only"] * 5
+    ch.queue_declare(q2)
+    ch.queue_bind(q2, x, "")
+    n = 40
+    for i in range(n):
+        ch.basic_publish(x, f"rk{i}", str(i).encode(), mandatory=True)
+    got1, got2 = _drain(ch, q1), _drain(ch, q2)
+    # each message exactly once, spread at random (all 40 in one queue has probability 2^-39)
+    assert sorted(got1 + got2, key=int) == [str(i).encode() for i in range(n)]
+    assert got1 and got2
+
+
+def _modulus_target(destinations: list[tuple[str, str]], keys: list[str]) -> tuple[str, str]:
+    """rabbit_exchange_type_modulus_hash:route/3: sorted destinations, ``phash2(Keys, 2^27) rem N``."""
+    ordered = sorted(destinations, key=lambda d: (d[0] != "exchange", d[1].encode()))
+    return ordered[phash2_binaries([k.encode() for k in keys], 1 << 27) % len(ordered)]
+
+
+@pytest.mark.rabbitmq_version("4.3")
+def test_modulus_hash_routes_by_the_hash_of_the_routing_keys(broker: Target, conn: Any) -> None:
+    """Every binding counts once whatever its key (a queue bound twice is twice as likely), exchange destinations
+    sort before queues, and the CC and BCC keys are part of the hashed list (after the routing key)."""
+    x, e2e = broker.exchange("mh"), broker.exchange("e2e")
+    qs = [broker.name("q-b"), broker.name("q-a"), broker.name("q-c"), broker.name("via")]
+    ch = conn.channel()
+    ch.exchange_declare(x, "x-modulus-hash")
+    ch.exchange_declare(e2e, "fanout")
+    for q in qs:
+        ch.queue_declare(q)
+    ch.queue_bind(qs[0], x, "ignored")
+    ch.queue_bind(qs[0], x, "twice")
+    ch.queue_bind(qs[1], x, "")
+    ch.queue_bind(qs[2], x, "", arguments={"any": "thing"})
+    ch.exchange_bind(e2e, x, "")
+    ch.queue_bind(qs[3], e2e, "")
+    destinations = [("queue", qs[0]), ("queue", qs[0]), ("queue", qs[1]), ("queue", qs[2]), ("exchange", e2e)]
+    ch.confirm_delivery()
+    expected: dict[str, list[bytes]] = {q: [] for q in qs}
+    cases: list[tuple[str, list[str], list[str]]] = [(f"key-{i}", [], []) for i in range(30)]
+    cases += [
+        ("", [], []),
+        ("k", ["cc1"], []),
+        ("k", ["cc1", "cc2"], []),
+        ("ünïcode.ключ", [], []),
+        ("x" * 100, [], []),
+    ]
+    cases += [("k", [], ["bcc1"]), ("k", ["cc1"], ["bcc1"]), ("k", ["cc2"], ["bcc2", "bcc3"])]
+    for i, (rk, cc, bcc) in enumerate(cases):
+        body = str(i).encode()
+        headers = {**({"CC": cc} if cc else {}), **({"BCC": bcc} if bcc else {})} or None
+        ch.basic_publish(x, rk, body, pika.BasicProperties(headers=headers), mandatory=True)
+        kind, name = _modulus_target(destinations, [rk, *cc, *bcc])
+        expected[qs[3] if kind == "exchange" else name].append(body)
+    assert {q: _drain(ch, q) for q in qs} == expected
+    assert all(expected.values())  # every destination was picked at least once
+
+
+@pytest.mark.rabbitmq_version("4.3")
+def test_modulus_hash_without_bindings_is_unroutable(broker: Target, conn: Any) -> None:
+    x, ae, q = broker.exchange("mh"), broker.exchange("ae"), broker.name()
+    ch = conn.channel()
+    ch.exchange_declare(ae, "fanout")
+    ch.queue_declare(q)
+    ch.queue_bind(q, ae, "")
+    ch.exchange_declare(x, "x-modulus-hash", arguments={"alternate-exchange": ae})
+    ch.confirm_delivery()
+    ch.basic_publish(x, "k", b"to the alternate", mandatory=True)
+    assert _drain(ch, q) == [b"to the alternate"]

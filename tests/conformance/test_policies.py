@@ -26,6 +26,7 @@ from tests.conformance.dlhelpers import (
     setup,
     wait_ready,
 )
+from tests.conformance.versions import for_versions
 
 
 def _dead_letter_one(broker: Target, ch, q: str) -> None:
@@ -354,3 +355,141 @@ def _policy_error(broker: Target, definition: dict[str, object]) -> str:
 def test_pol6_pol7_policy_validation(broker: Target, definition: dict[str, object], message: str) -> None:
     """POL-6, POL-7: invalid values are refused with RabbitMQ's text; ``priority`` is not a policy key."""
     assert _policy_error(broker, definition) == message
+
+
+def _policy_accepted_or_error(broker: Target, definition: dict[str, object], operator: bool = False) -> str | None:
+    """None when the (operator) policy is accepted (and then cleared), else the validation message."""
+    name = broker.name("pol")
+    pattern = anchored(name)
+    kind = "operator_policy" if operator else "policy"
+    if broker.fake is not None:
+        try:
+            getattr(broker.fake, f"set_{kind}")(name, pattern, dict(definition))
+        except PolicyError as e:
+            return str(e)
+        getattr(broker.fake, f"clear_{kind}")(name)
+        return None
+    assert broker.real is not None
+    out = broker.real.ctl("-q", f"set_{kind}", name, pattern, json.dumps(definition), "--apply-to", "queues")
+    if out.returncode == 0:
+        broker.real.ctl("-q", f"clear_{kind}", name)
+        return None
+    # rabbitmqctl prints the message after "Validation failed", ~p-wrapped over lines when long
+    text = out.stderr.split("Validation failed", 1)[-1].strip()
+    return text.replace("\n ", "").replace("\n", "")
+
+
+NOT_RECOGNISED = '[{{<<"{key}">>,{value}}}] are not recognised policy settings'
+
+
+@for_versions("3.10", "4.0", "4.3")
+@pytest.mark.parametrize(
+    ("definition", "by_version"),
+    [
+        # consumer-timeout: a policy key from 3.13 (live 4.0.5, 4.3.6; unknown to 3.10.8)
+        ({"consumer-timeout": 1000}, {"3.10": NOT_RECOGNISED.format(key="consumer-timeout", value=1000), "4.0": None}),
+        (
+            {"consumer-timeout": -1},
+            {
+                "3.10": NOT_RECOGNISED.format(key="consumer-timeout", value=-1),
+                "4.0": "-1 is not a valid consumer timeout",
+            },
+        ),
+        (
+            {"stream-filter-size-bytes": 5},
+            {
+                "3.10": NOT_RECOGNISED.format(key="stream-filter-size-bytes", value=5),
+                "4.0": "5 is not a valid filter size. Valid range is 16-255",
+            },
+        ),
+        # 4.3: consumer-disconnected-timeout and the quorum delayed-retry keys
+        (
+            {"consumer-disconnected-timeout": "a"},
+            {
+                "3.10": NOT_RECOGNISED.format(key="consumer-disconnected-timeout", value='<<"a">>'),
+                "4.3": '<<"a">> is not a valid consumer disconnected timeout',
+            },
+        ),
+        (
+            {"delayed-retry-type": "x"},
+            {
+                "3.10": NOT_RECOGNISED.format(key="delayed-retry-type", value='<<"x">>'),
+                "4.3": '<<"x">> is not a valid delayed retry type. Must be one of: all, failed, returned, disabled',
+            },
+        ),
+        (
+            {"delayed-retry-type": "all"},
+            {
+                "3.10": NOT_RECOGNISED.format(key="delayed-retry-type", value='<<"all">>'),
+                "4.3": "delayed-retry-min is required when delayed-retry-type is all",
+            },
+        ),
+        (
+            {"delayed-retry-type": "failed", "delayed-retry-min": 10, "delayed-retry-max": 5},
+            {
+                "3.10": '[{<<"delayed-retry-max">>,5},{<<"delayed-retry-min">>,10},'
+                '{<<"delayed-retry-type">>,<<"failed">>}] are not recognised policy settings',
+                "4.3": "delayed-retry-max (5) must not be smaller than delayed-retry-min (10)",
+            },
+        ),
+        (
+            {"delayed-retry-type": "disabled"},
+            {"3.10": NOT_RECOGNISED.format(key="delayed-retry-type", value='<<"disabled">>'), "4.3": None},
+        ),
+        # queue-master-locator: 4.0 checks it against the leader locators, 4.3 denies the deprecated key
+        (
+            {"queue-master-locator": "bogus"},
+            {
+                "3.10": '<<"bogus">> invalid queue-master-locator value',
+                "4.0": '<<"bogus">> is not a valid master locator',
+                "4.3": "use of deprecated queue-master-locator argument is not permitted",
+            },
+        ),
+        (
+            {"queue-master-locator": "balanced"},
+            {
+                "3.10": '<<"balanced">> invalid queue-master-locator value',
+                "4.0": None,
+                "4.3": "use of deprecated queue-master-locator argument is not permitted",
+            },
+        ),
+        (
+            {"queue-master-locator": "client-local"},
+            {"3.10": None, "4.3": "use of deprecated queue-master-locator argument is not permitted"},
+        ),
+        # max-age (4.3's text; ≤4.2 crash on a value without leading digits and refuse with the text otherwise)
+        ({"max-age": "0D"}, {"3.10": '<<"0D">> is not a valid max age'}),
+        ({"max-age": "7D"}, {"3.10": None}),
+    ],
+)
+def test_policy_keys_by_version(
+    broker: Target, definition: dict[str, object], by_version: dict[str, str | None]
+) -> None:
+    """Policy keys and texts that differ between versions (live 3.10.8, 4.0.5, 4.3.6): the newest listed
+    version at or below the broker's applies (None: accepted)."""
+    applicable = [v for v in by_version if broker.at_least(v)]
+    expected = by_version[applicable[-1]] if applicable else None
+    assert _policy_accepted_or_error(broker, definition) == expected
+
+
+@for_versions("3.10", "4.0", "4.3")
+@pytest.mark.parametrize(
+    ("definition", "since"),
+    [
+        ({"target-group-size": 3}, "4.0"),  # rabbit_quorum_queue's operator key (3.13.7 source, live 4.0.5)
+        ({"queue-master-locator": "client-local"}, "4.0"),  # rabbit_classic_queue's (4.3: denied, below)
+        ({"delayed-retry-min": 5}, "4.3"),
+        ({"overflow": "drop-head"}, "4.0"),  # 3.13 (POL-3)
+    ],
+)
+def test_operator_policy_keys_by_version(broker: Target, definition: dict[str, object], since: str) -> None:
+    """Keys an operator policy may set, per version (live 3.10.8, 4.0.5, 4.3.6)."""
+    key, value = next(iter(definition.items()))
+    got = _policy_accepted_or_error(broker, definition, operator=True)
+    if not broker.at_least(since):
+        shown = f'<<"{value}">>' if isinstance(value, str) else value
+        assert got == NOT_RECOGNISED.format(key=key, value=shown)
+    elif key == "queue-master-locator" and broker.at_least("4.3"):
+        assert got == "use of deprecated queue-master-locator argument is not permitted"
+    else:
+        assert got is None

@@ -439,10 +439,15 @@ def test_other_type_arguments_in_table_order() -> None:
 
 
 def test_version_dependent_argument_lists() -> None:
-    # x-queue-leader-locator is a classic argument from 4.0; x-stream-filter-size-bytes a stream one from 3.13
+    # x-queue-leader-locator is a classic argument from 4.0; x-stream-filter-size-bytes a stream one only from
+    # 4.3 (rabbit_stream_queue:capabilities/0 of 3.13.7 and 4.0.5 do not list it; live 4.0.5 accepts it on a
+    # classic queue, 4.3.6 refuses it); x-quorum-target-group-size is no queue argument (accepted everywhere).
     assert new_queue(T(x_queue_leader_locator="balanced"), profile=P40) == "classic"
-    assert "rabbit_classic_queue" in fails(T(x_stream_filter_size_bytes=5), profile=P313)
-    assert "rabbit_classic_queue" in fails(T(x_quorum_target_group_size=5), profile=P40)
+    assert new_queue(T(x_stream_filter_size_bytes=5), profile=P313) == "classic"
+    assert new_queue(T(x_stream_filter_size_bytes=5), profile=P40) == "classic"
+    assert "rabbit_classic_queue" in fails(T(x_stream_filter_size_bytes=5), profile=P43)
+    assert new_queue(T(x_quorum_target_group_size=5), profile=P40) == "classic"
+    assert new_queue(T(x_quorum_target_group_size=5), profile=P43) == "classic"
 
 
 # ======================================================================================================

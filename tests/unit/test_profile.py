@@ -121,8 +121,17 @@ def test_operator_policy_keys() -> None:
     # POL-3: 3.12 had seven keys (and so had the live 3.10.8, 2026-11-21); 3.13 added queue-version, overflow
     assert get_profile("3.10").operator_policy_keys == seven
     assert get_profile("3.12").operator_policy_keys == seven
-    assert get_profile("3.13").operator_policy_keys == seven | {"queue-version", "overflow"}
-    assert get_profile("4.3").operator_policy_keys == seven | {"queue-version", "overflow"}
+    # rabbit_quorum_queue registers target-group-size as an operator policy key too (3.13.7 source; live 4.0.5,
+    # 4.3.6); 4.0's classic queue queue-master-locator, 4.3's quorum delayed-retry-* (live)
+    assert get_profile("3.13").operator_policy_keys == seven | {"queue-version", "overflow", "target-group-size"}
+    assert get_profile("4.0").operator_policy_keys == get_profile("3.13").operator_policy_keys | {
+        "queue-master-locator"
+    }
+    assert get_profile("4.3").operator_policy_keys == get_profile("4.0").operator_policy_keys | {
+        "delayed-retry-type",
+        "delayed-retry-min",
+        "delayed-retry-max",
+    }
 
 
 def test_unsupported_policy_keys() -> None:
@@ -150,7 +159,9 @@ def test_declare_switches() -> None:
     assert get_profile("3.12").transient_nonexclusive_queues
     assert "x-queue-leader-locator" not in get_profile("3.13").classic_queue_arguments
     assert "x-queue-leader-locator" in get_profile("4.0").classic_queue_arguments
-    assert "x-stream-filter-size-bytes" in get_profile("3.13").stream_queue_arguments
+    assert "x-stream-filter-size-bytes" in get_profile("4.3").stream_queue_arguments
+    assert "x-stream-filter-size-bytes" not in get_profile("4.0").stream_queue_arguments  # live 4.0.5
+    assert "x-stream-filter-size-bytes" not in get_profile("3.13").stream_queue_arguments  # 3.13.7 source
     assert "x-stream-filter-size-bytes" not in get_profile("3.10").stream_queue_arguments
     assert get_profile("3.10").classic_queue_arguments[:4] == (
         "x-expires",
@@ -165,4 +176,40 @@ def test_policy_switches() -> None:
     assert get_profile("3.12").queue_type_apply_to
     assert get_profile("3.13").ha_policy_keys
     assert not get_profile("4.0").ha_policy_keys
-    assert get_profile("4.0").extra_policy_keys == {"target-group-size"}
+    # policy validators per rabbit_policies / rabbit_quorum_queue; 4.0 and 4.3 checked live
+    assert get_profile("3.12").extra_policy_keys == set()
+    assert get_profile("4.0").extra_policy_keys == {"target-group-size", "consumer-timeout", "stream-filter-size-bytes"}
+    assert get_profile("4.3").extra_policy_keys - get_profile("4.0").extra_policy_keys == {
+        "consumer-disconnected-timeout",
+        "delayed-retry-type",
+        "delayed-retry-min",
+        "delayed-retry-max",
+    }
+
+
+def test_43_declare_switches() -> None:
+    # live 3.10.8, 4.0.5 and 4.3.6 (notes/rabbitmq-4.x-observed-decl.md)
+    p40, p43 = get_profile("4.0"), get_profile("4.3")
+    assert p40.validate_queue_mode and not p43.validate_queue_mode
+    assert p40.queue_versions == (1, 2) and p43.queue_versions == (2,)
+    assert not p40.empty_queue_type_is_default and p43.empty_queue_type_is_default
+    assert [get_profile(v).queue_master_locator for v in ("3.10", "3.13", "4.0", "4.2", "4.3")] == [
+        "crash-if-invalid",
+        "crash-if-invalid",
+        "ignored",
+        "ignored",
+        "denied",
+    ]
+    assert "x-consumer-timeout" in p43.quorum_queue_arguments
+    assert "x-consumer-timeout" not in p40.quorum_queue_arguments
+    assert "x-quorum-target-group-size" not in p40.quorum_queue_arguments
+
+
+def test_exchange_switches() -> None:
+    assert not get_profile("3.12").unknown_exchange_type_is_channel_error
+    assert get_profile("3.13").unknown_exchange_type_is_channel_error  # 3.13.3+, rabbitmq-server #11214
+    assert get_profile("4.0").unknown_exchange_type_is_channel_error
+    assert "x-local-random" not in get_profile("3.13").exchange_types
+    assert "x-local-random" in get_profile("4.0").exchange_types
+    assert "x-modulus-hash" not in get_profile("4.2").exchange_types
+    assert "x-modulus-hash" in get_profile("4.3").exchange_types
