@@ -100,6 +100,11 @@ class Profile:
     #: ``rabbit_stream_queue:capabilities()`` ``queue_arguments`` (only used to reject them on other types).
     stream_queue_arguments: tuple[str, ...]
 
+    # -- access control -----------------------------------------------------------------------------------
+    #: 4.x: a refused resource access names the permission (``ACCESS_REFUSED - read access to queue 'q' in
+    #: vhost '/' refused for user 'u'``); 3.x says ``access to queue …`` (checked live on 3.10.8, 4.0.5, 4.3.6).
+    access_refused_names_permission: bool = False
+
 
 # -------------------------------------------------------------------------------------------------------
 # building blocks
@@ -228,6 +233,7 @@ _P40: Final = replace(
     _P313,
     name="4.0",
     server_version="4.0.0",
+    access_refused_names_permission=True,
     client_x_death="ignore",
     delivery_limit_default=20,
     delivery_limit_counter="acquired",
