@@ -8,11 +8,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
+from fakerabbit.broker.auth import InvalidRegexp, validate_regexp
 from fakerabbit.broker.broker import ConnectionInfo
 from fakerabbit.broker.policy import PolicyError
 from fakerabbit.clock import FollowingClock, VirtualClock
 from fakerabbit.management.core import (
     Ctx,
+    at_least_4,
     bad_request,
     created,
     json_response,
@@ -23,7 +25,8 @@ from fakerabbit.management.core import (
 from fakerabbit.management.definitions import (
     DefinitionsError,
     PasswordHash,
-    describe_error,
+    check_password_hash,
+    error_reason,
     export_definitions,
     import_definitions,
     password_hash,
@@ -146,7 +149,14 @@ def put_vhost(ctx: Ctx) -> Response:
     name = ctx.params["vhost"]
     if name in ctx.broker.vhosts:
         return no_content()
+    auth = ctx.broker.auth
+    before = set(auth.permissions)
     ctx.broker.add_vhost(name)
+    # RabbitMQ grants full permissions on a new vhost to the user who created it, and to nobody else.
+    for key in set(auth.permissions) - before:
+        if key[0] != ctx.user:
+            del auth.permissions[key]
+    auth.set_permissions(ctx.user, name)
     return created()
 
 
@@ -193,13 +203,20 @@ def get_user(ctx: Ctx) -> Response:
 
 def put_user(ctx: Ctx) -> Response:
     body = ctx.object_body()
+    if "password_hash" in body and "password" not in body:
+        try:
+            check_password_hash(
+                body["password_hash"], body.get("hashing_algorithm"), erlang_text=at_least_4(ctx.broker)
+            )
+        except DefinitionsError as exc:
+            raise bad_request(str(exc)) from None
     name = ctx.params["user"]
     auth = ctx.broker.auth
     existed = name in auth.users
     if "password" in body:
         auth.users[name] = str(body["password"])
     elif "password_hash" in body:
-        algorithm = str(body.get("hashing_algorithm", "rabbit_password_hashing_sha256"))
+        algorithm = str(body.get("hashing_algorithm") or "rabbit_password_hashing_sha256")
         auth.users[name] = PasswordHash(str(body["password_hash"]), algorithm)
     elif not existed:
         raise bad_request("[{key_missing,password}]")
@@ -243,9 +260,21 @@ def put_permission(ctx: Ctx) -> Response:
     if user not in ctx.broker.auth.users:
         raise bad_request(f"user '{user}' does not exist")
     body = ctx.object_body(required=("configure", "write", "read"))
+    for key in ("configure", "write", "read"):
+        _check_regexp(ctx, str(body[key]))
     existed = (user, v) in ctx.broker.auth.permissions
     ctx.broker.auth.set_permissions(user, v, str(body["configure"]), str(body["write"]), str(body["read"]))
     return no_content() if existed else created()
+
+
+def _check_regexp(ctx: Ctx, pattern: str) -> None:
+    """400 ``invalid_regexp`` as RabbitMQ renders it (an Erlang error term: strings as lists of code points)."""
+    try:
+        validate_regexp(pattern, pcre1=not at_least_4(ctx.broker))
+    except InvalidRegexp as exc:
+        raise bad_request(
+            ["invalid_regexp", [ord(c) for c in exc.pattern], [[ord(c) for c in exc.message], exc.offset]]
+        ) from None
 
 
 def delete_permission(ctx: Ctx) -> Response:
@@ -331,7 +360,7 @@ def post_definitions(ctx: Ctx) -> Response:
     try:
         import_definitions(ctx.broker, defs, vhost)
     except (DefinitionsError, PolicyError, errors.AMQPError) as exc:
-        raise bad_request(describe_error(exc)) from None
+        raise bad_request(error_reason(exc)) from None
     return no_content()
 
 

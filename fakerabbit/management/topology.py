@@ -98,6 +98,7 @@ def put_queue(ctx: Ctx) -> Response:
     v = ctx.vhost(missing="write")
     body = ctx.object_body()
     name = ctx.params["name"]
+    ctx.require("configure", "queue", name)
     existed = name in v.queues
     try:
         v.declare_queue(
@@ -116,6 +117,7 @@ def put_queue(ctx: Ctx) -> Response:
 
 def delete_queue(ctx: Ctx) -> Response:
     q = _queue(ctx)
+    ctx.require("configure", "queue", q.name)
     try:
         q.vhost.delete_queue_cmd(None, q.name, if_unused=ctx.flag("if-unused"), if_empty=ctx.flag("if-empty"))
     except errors.AMQPError as exc:
@@ -125,6 +127,7 @@ def delete_queue(ctx: Ctx) -> Response:
 
 def purge_queue(ctx: Ctx) -> Response:
     q = _queue(ctx)
+    ctx.require("read", "queue", q.name)
     q.vhost.purge_queue(None, q.name)
     return no_content()
 
@@ -226,6 +229,8 @@ def publish(ctx: Ctx) -> Response:
     session, sink = _session(ctx, v)
     try:
         session.publish(exchange, str(body["routing_key"]), True, False, props, data)
+    except errors.AccessRefused:
+        raise access_refused() from None
     except errors.AMQPError as exc:
         raise bad_request(f"{exc.code} {exc.reply_text}") from None
     finally:
@@ -285,6 +290,8 @@ def get_messages(ctx: Ctx) -> Response:
                     "payload_encoding": "string" if text is not None else "base64",
                 }
             )
+    except errors.AccessRefused:
+        raise access_refused() from None
     except errors.AMQPError as exc:
         if isinstance(exc, errors.NotFound):
             raise APIError(404, "not_found", exc.reply_text) from None
@@ -328,6 +335,7 @@ def put_exchange(ctx: Ctx) -> Response:
         # rabbit_exchange:check_type/1: "unknown" when no atom of that name exists in the node, "invalid" when one
         # does but names no exchange type - which depends on the node's history; a fresh node says "unknown"
         raise bad_request(f"unknown exchange type '{type_}'")
+    ctx.require("configure", "exchange", name)
     existed = name in v.exchanges
     try:
         v.declare_exchange(
@@ -352,6 +360,7 @@ def delete_exchange(ctx: Ctx) -> Response:
         raise access_refused()
     if name not in v.exchanges:
         raise not_found()
+    ctx.require("configure", "exchange", name)
     try:
         v.delete_exchange(None, name, if_unused=ctx.flag("if-unused"))
     except errors.AMQPError as exc:
@@ -432,6 +441,8 @@ def post_binding(ctx: Ctx) -> Response:
     args = _table(body)
     if source in ("", "amq.default"):
         raise access_refused()
+    ctx.require("write", kind, ctx.params["dest"])
+    ctx.require("read", "exchange", source)
     try:
         v.bind(None, kind, ctx.params["dest"], source, routing_key, args)
     except errors.AMQPError as exc:
@@ -456,6 +467,8 @@ def get_binding(ctx: Ctx) -> Response:
 
 def delete_binding(ctx: Ctx) -> Response:
     v, _, b = _find_binding(ctx)
+    ctx.require("write", b.destination_kind, b.destination)
+    ctx.require("read", "exchange", b.source)
     try:
         v.bind(None, b.destination_kind, b.destination, b.source, b.routing_key, b.arguments, unbind=True)
     except errors.AMQPError as exc:
