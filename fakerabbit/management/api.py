@@ -11,6 +11,7 @@ from fakerabbit.management.core import (
     APIError,
     Ctx,
     Route,
+    at_least_4,
     json_response,
     newer_than_4_0,
     not_authorised,
@@ -109,6 +110,9 @@ class ManagementAPI:
         except (binascii.Error, ValueError):
             raise APIError(401, "not_authorized", "Login failed", _AUTH_HEADERS) from None
         if not sep or not self.rabbit.broker.auth.authenticate(user, password):
+            # live 4.0.5 and 4.3.6 no longer say why; 3.10.8 says "Login failed"
+            if at_least_4(self.rabbit.broker):
+                raise APIError(401, "not_authorized", "Not_Authorized")
             raise APIError(401, "not_authorized", "Login failed", _AUTH_HEADERS)
         return user
 

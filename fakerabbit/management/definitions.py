@@ -119,12 +119,16 @@ class PasswordHash(str):
 # -- export -------------------------------------------------------------------------------------------------------
 def _queues(broker: Broker, vhosts: list[str], with_vhost: bool) -> list[dict[str, Any]]:
     out = []
+    major, minor = (int(x) for x in broker.profile.name.split(".")[:2])
+    typed = (major, minor) > (4, 0)
     for vname in vhosts:
         for q in sorted(broker.vhosts[vname].queues.values(), key=lambda q: q.name):
             if q.exclusive_owner is not None:
                 continue
             item: dict[str, Any] = {"name": q.name, "vhost": vname}
             item.update(durable=q.durable, auto_delete=q.auto_delete, arguments=table_json(q.arguments))
+            if typed:  # RabbitMQ 4.3.6 exports each queue's type (4.0.5 does not)
+                item["type"] = str(q.queue_type)
             if not with_vhost:
                 del item["vhost"]
             out.append(item)
@@ -133,12 +137,16 @@ def _queues(broker: Broker, vhosts: list[str], with_vhost: bool) -> list[dict[st
 
 def _exchanges(broker: Broker, vhosts: list[str], with_vhost: bool) -> list[dict[str, Any]]:
     out = []
+    major, minor = (int(x) for x in broker.profile.name.split(".")[:2])
+    typed = (major, minor) > (4, 0)
     for vname in vhosts:
         for x in sorted(broker.vhosts[vname].exchanges.values(), key=lambda x: x.name):
             if x.name in PREDECLARED:
                 continue
             item: dict[str, Any] = {"name": x.name, "vhost": vname, "type": str(x.type), "durable": x.durable}
             item.update(auto_delete=x.auto_delete, internal=x.internal, arguments=table_json(x.arguments))
+            if typed and not x.internal:  # RabbitMQ 4.3.6 leaves out internal=false (4.0.5 does not)
+                del item["internal"]
             if not with_vhost:
                 del item["vhost"]
             out.append(item)

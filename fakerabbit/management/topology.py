@@ -20,6 +20,7 @@ from fakerabbit.management.core import (
     Ctx,
     access_refused,
     amqp_error,
+    at_least_4,
     bad_request,
     created,
     json_response,
@@ -232,6 +233,8 @@ def publish(ctx: Ctx) -> Response:
     except errors.AccessRefused:
         raise access_refused() from None
     except errors.AMQPError as exc:
+        if isinstance(exc, errors.NotFound) and at_least_4(ctx.broker):  # live 4.0.5 and 4.3.6
+            raise APIError(404, "not_found", "exchange_not_found") from None
         raise bad_request(f"{exc.code} {exc.reply_text}") from None
     finally:
         session.close()
@@ -293,6 +296,8 @@ def get_messages(ctx: Ctx) -> Response:
     except errors.AccessRefused:
         raise access_refused() from None
     except errors.AMQPError as exc:
+        if isinstance(exc, errors.NotFound) and at_least_4(ctx.broker):  # live 4.0.5 and 4.3.6
+            raise APIError(404, "not_found", "queue_not_found") from None
         if isinstance(exc, errors.NotFound):
             raise APIError(404, "not_found", exc.reply_text) from None
         raise bad_request(exc.reply_text) from None
