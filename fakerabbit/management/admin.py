@@ -242,7 +242,17 @@ def _perm_json(user: str, vhost: str, p: Any) -> dict[str, Any]:
 
 
 def list_permissions(ctx: Ctx) -> Response:
-    perms = sorted(ctx.broker.auth.permissions.items())
+    """All permissions, or those of the vhost or user in the path."""
+    if "vhost" in ctx.params:
+        ctx.vhost()
+    if "user" in ctx.params:
+        _user(ctx)
+    vhost, user = ctx.params.get("vhost"), ctx.params.get("user")
+    perms = [
+        (k, p)
+        for k, p in sorted(ctx.broker.auth.permissions.items())
+        if (vhost is None or k[1] == vhost) and (user is None or k[0] == user)
+    ]
     return listing(ctx, (_perm_json(u, v, p) for (u, v), p in perms))
 
 

@@ -6,7 +6,7 @@ import base64
 import binascii
 from typing import TYPE_CHECKING
 
-from fakerabbit.management import admin, policies, topology
+from fakerabbit.management import admin, node, policies, topology
 from fakerabbit.management.core import (
     APIError,
     Ctx,
@@ -31,13 +31,20 @@ ROUTES: tuple[Route, ...] = (
     route("/api/overview", GET=admin.overview),
     route("/api/whoami", GET=admin.whoami),
     route("/api/aliveness-test/{vhost}", GET=admin.aliveness),
-    route("/api/health/checks/*", GET=admin.ok),
+    route("/api/health/checks/*", GET=node.health_check),
+    route("/api/nodes", GET=node.list_nodes),
+    route("/api/nodes/{node}", GET=node.get_node),
+    route("/api/feature-flags", GET=node.feature_flags),
+    route("/api/deprecated-features", GET=node.deprecated_features),
+    route("/api/deprecated-features/used", GET=node.deprecated_features_used),
     route("/api/vhosts", GET=admin.list_vhosts),
     route("/api/vhosts/{vhost}", GET=admin.get_vhost, PUT=admin.put_vhost, DELETE=admin.delete_vhost),
     route("/api/vhosts/{vhost}/connections", GET=admin.list_connections),
     route("/api/vhosts/{vhost}/channels", GET=admin.list_channels),
+    route("/api/vhosts/{vhost}/permissions", GET=admin.list_permissions),
     route("/api/users", GET=admin.list_users),
     route("/api/users/{user}", GET=admin.get_user, PUT=admin.put_user, DELETE=admin.delete_user),
+    route("/api/users/{user}/permissions", GET=admin.list_permissions),
     route("/api/permissions", GET=admin.list_permissions),
     route(
         "/api/permissions/{vhost}/{user}",
@@ -141,12 +148,14 @@ class ManagementAPI:
             return handler(ctx)
         except APIError as exc:
             return exc.response()
+        except RecursionError:  # a structure nested too deeply for the handler (arguments, headers)
+            return APIError(400, "bad_request", "nested_too_deeply").response()
         finally:
             server.flush()
 
 
 # Paths only administrators may use (any method), as ``rabbit_mgmt_util:is_authorized_admin``.
-_ADMIN_ONLY = ("users", "permissions", "topic-permissions", "definitions", "operator-policies", "fakerabbit")
+_ADMIN_ONLY = ("users", "permissions", "topic-permissions", "definitions", "fakerabbit")
 _MONITOR_ONLY = ("nodes",)
 
 
@@ -156,7 +165,12 @@ def _authorize(ctx: Ctx, r: Route, method: str) -> None:
     if not ctx.has_tag("management"):
         raise not_authorised("Not management user")
     top = r.pattern[1] if len(r.pattern) > 1 else ""
-    admin = top in _ADMIN_ONLY or (top == "vhosts" and len(r.pattern) == 3)
+    admin = (
+        top in _ADMIN_ONLY
+        or (top == "vhosts" and (len(r.pattern) == 3 or r.pattern[-1] == "permissions"))
+        or (top == "operator-policies" and method != "GET")
+        or (top == "feature-flags" and not at_least_4(ctx.broker))  # 3.10.8: administrators only
+    )
     if admin and not ctx.has_tag("administrator"):
         raise not_authorised("Not administrator user")
     if top in _MONITOR_ONLY and not ctx.has_tag("monitoring"):

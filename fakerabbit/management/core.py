@@ -114,7 +114,7 @@ class Ctx:
             else:
                 try:
                     self._body = json.loads(raw)
-                except (ValueError, UnicodeDecodeError):
+                except (ValueError, UnicodeDecodeError, RecursionError):  # deeply nested JSON included
                     raise bad_request(error) from None
             self._parsed = True
         return self._body

@@ -252,17 +252,27 @@ def _props_json(raw: bytes) -> Any:
     return out or []  # RabbitMQ renders an empty property list as []
 
 
+def _int_text(value: Any) -> Any:
+    """RabbitMQ accepts integers sent as strings (classic rabbitmqadmin sends ``"count": "1"``)."""
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            raise bad_request(["not_integer", value]) from None  # as live 3.10.8 and 4.3.6
+    return value
+
+
 def get_messages(ctx: Ctx) -> Response:
     v = ctx.vhost()
     body = ctx.object_body(required=("count", "ackmode", "encoding"))
-    count, ackmode, encoding = body["count"], body["ackmode"], body["encoding"]
+    count, ackmode, encoding = _int_text(body["count"]), body["ackmode"], body["encoding"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise bad_request(["not_int", "count"])
     if ackmode not in _ACKMODES:
         raise bad_request(["unsupported_ackmode", ackmode])
     if encoding not in ("auto", "base64"):
         raise bad_request(["unsupported_encoding", encoding])
-    truncate = body.get("truncate")
+    truncate = _int_text(body.get("truncate"))
     if truncate is not None and (isinstance(truncate, bool) or not isinstance(truncate, int) or truncate < 0):
         raise bad_request(["not_int", "truncate"])
     session, _ = _session(ctx, v)
