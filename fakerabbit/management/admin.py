@@ -19,6 +19,7 @@ from fakerabbit.management.core import (
     created,
     json_response,
     listing,
+    newer_than_4_0,
     no_content,
     not_found,
 )
@@ -280,7 +281,7 @@ def put_permission(ctx: Ctx) -> Response:
 def _check_regexp(ctx: Ctx, pattern: str) -> None:
     """400 ``invalid_regexp`` as RabbitMQ renders it (an Erlang error term: strings as lists of code points)."""
     try:
-        validate_regexp(pattern, pcre1=not at_least_4(ctx.broker))
+        validate_regexp(pattern, pcre1=not newer_than_4_0(ctx.broker))
     except InvalidRegexp as exc:
         raise bad_request(
             ["invalid_regexp", [ord(c) for c in exc.pattern], [[ord(c) for c in exc.message], exc.offset]]

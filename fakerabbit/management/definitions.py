@@ -289,11 +289,11 @@ def import_definitions(broker: Broker, defs: Any, vhost: str | None = None) -> N
         raise DefinitionsError(str(exc)) from None
 
 
-def _check_regexp(pattern: str, erlang_text: bool) -> None:
+def _check_regexp(pattern: str, erlang_text: bool, pcre2: bool) -> None:
     """RabbitMQ refuses a permission whose pattern does not compile: 4.x renders ``{invalid_regexp,"(",{"missing
     closing parenthesis",1}}`` as text, 3.x the same term as a JSON list of code-point lists."""
     try:
-        validate_regexp(pattern, pcre1=not erlang_text)
+        validate_regexp(pattern, pcre1=not pcre2)
     except InvalidRegexp as exc:
         if erlang_text:
             raise DefinitionsError(
@@ -305,7 +305,9 @@ def _check_regexp(pattern: str, erlang_text: bool) -> None:
 
 
 def _import_node_level(broker: Broker, defs: Mapping[str, Any]) -> None:
-    erlang_text = int(broker.profile.name.split(".")[0]) >= 4
+    major, minor = (int(x) for x in broker.profile.name.split(".")[:2])
+    erlang_text = major >= 4  # 4.x renders error terms as text, 3.x as JSON lists
+    pcre2 = (major, minor) > (4, 0)  # 4.3.6's Erlang has PCRE2's messages; 4.0.5's still PCRE's
     for item in _items(defs, "vhosts"):
         broker.add_vhost(_str(item, "name"))
     auth = broker.auth
@@ -331,7 +333,7 @@ def _import_node_level(broker: Broker, defs: Mapping[str, Any]) -> None:
             raise DefinitionsError(f"no vhost '{vname}' for permissions")
         patterns = (_str(item, "configure", ".*"), _str(item, "write", ".*"), _str(item, "read", ".*"))
         for pattern in patterns:
-            _check_regexp(pattern, erlang_text)
+            _check_regexp(pattern, erlang_text, pcre2)
         auth.set_permissions(user, vname, *patterns)
     if _items(defs, "topic_permissions"):
         raise DefinitionsError("fakerabbit does not support topic permissions")

@@ -31,7 +31,10 @@ REAL_BROKERS = tuple(b for b in real_brokers() if b.management_up())
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "api" in metafunc.fixturenames:
-        metafunc.parametrize("api", ["fake", *(b.param for b in REAL_BROKERS)], indirect=True)
+        fakes = ["fake"]
+        if getattr(metafunc.module, "FAKE_PROFILES", None):  # the fake also as older versions (per-version rules)
+            fakes += [f"fake-{v}" for v in metafunc.module.FAKE_PROFILES]
+        metafunc.parametrize("api", [*fakes, *(b.param for b in REAL_BROKERS)], indirect=True)
 
 
 @dataclass
@@ -121,10 +124,23 @@ class Api:
 
     def name(self, base: str = "q", kind: str = "queues") -> str:
         """A unique name; the object (``queues``, ``exchanges``, ``policies``, ``operator-policies``,
-        ``vhosts``) is deleted after the test on the real broker."""
+        ``vhosts``, ``users``) is deleted after the test on the real broker."""
         n = self.prefix + base
-        self._cleanup.append(f"/api/{kind}/{n}" if kind == "vhosts" else f"/api/{kind}/%2F/{q(n)}")
+        self._cleanup.append(f"/api/{kind}/{q(n)}" if kind in ("vhosts", "users") else f"/api/{kind}/%2F/{q(n)}")
         return n
+
+    def user(self, tags: str, *, vhost_permissions: tuple[str, str, str] | None = None) -> tuple[str, str]:
+        """A new user with ``tags`` (comma-separated), optionally with permissions on ``/``; returns
+        (name, password) for ``auth=``. Deleted after the test."""
+        name = self.name(f"u-{tags.replace(',', '-') or 'none'}-{uuid.uuid4().hex[:4]}", "users")
+        answer = self.request("PUT", f"/api/users/{q(name)}", {"password": "pw", "tags": tags})
+        assert answer.status == 201, answer.text
+        if vhost_permissions is not None:
+            conf, write, read = vhost_permissions
+            perms = {"configure": conf, "write": write, "read": read}
+            answer = self.request("PUT", f"/api/permissions/%2F/{q(name)}", perms)
+            assert answer.status == 201, answer.text
+        return name, "pw"
 
     def poll(self, fetch: Callable[[], Answer], until: Callable[[Answer], bool], timeout: float = 30.0) -> Answer:
         """``fetch()`` until ``until(answer)`` (the real API's stats lag); returns the last answer."""
@@ -152,7 +168,7 @@ class Api:
 
 @pytest.fixture
 def api(request: pytest.FixtureRequest) -> Iterator[Api]:
-    if request.param != "fake":
+    if request.param.startswith("real-"):
         if request.node.get_closest_marker("fake_only"):
             pytest.skip("fakerabbit-specific behaviour")
         real = by_param(request.param)
@@ -160,5 +176,6 @@ def api(request: pytest.FixtureRequest) -> Iterator[Api]:
         yield target
         target.cleanup()
         return
-    with FakeRabbit(management=True) as rabbit:
+    version = request.param.partition("-")[2] or None
+    with FakeRabbit(management=True, rabbitmq_version=version) as rabbit:
         yield Api("fake", rabbit.management_url, rabbit.url, rabbit)
