@@ -8,7 +8,7 @@ import platform
 import time
 from typing import Any
 
-from fakerabbit.management.core import APIError, Ctx, at_least_4, json_response, not_found
+from fakerabbit.management.core import APIError, Ctx, at_least_4, json_response, newer_than_4_0, not_found
 from fakerabbit.management.http import Response
 from fakerabbit.management.render import NODE
 
@@ -274,7 +274,7 @@ def health_check(ctx: Ctx) -> Response:
     if name == "protocol-listener" and len(rest) == 2:
         wanted = rest[1].lower()
         protocols = _protocols(ctx)
-        four = at_least_4(ctx.broker)
+        four = newer_than_4_0(ctx.broker)  # live 4.3.6 lists the protocols; 4.0.5 and 3.10.8 name one
         if _ALIASES.get(wanted) in protocols:
             return _ok(protocols=protocols) if four else _ok(protocol=_ALIASES[wanted])
         return _failed("No active listener", missing=[wanted] if four else wanted, protocols=protocols)
