@@ -379,12 +379,16 @@ def cmd_await_startup(c: Client, a: argparse.Namespace, out: Output) -> int:
             overview = c.request("GET", "/api/overview")
             _check_fakerabbit(c, overview)
             return EX_OK
-        except HTTPFailure:
+        except (HTTPFailure, _NotFakerabbit):
             raise
         except CtlError:
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.1)
+
+
+class _NotFakerabbit(CtlError):
+    """Another broker answers on the management port: no point in waiting."""
 
 
 def _check_fakerabbit(c: Client, overview: Any) -> None:
@@ -397,7 +401,7 @@ def _check_fakerabbit(c: Client, overview: Any) -> None:
             fake = exc.code != 404
     if not fake:
         version = overview.get("rabbitmq_version", "?") if isinstance(overview, dict) else "?"
-        raise CtlError(
+        raise _NotFakerabbit(
             f"the management API at {c.base} is not fakerabbit's (it says RabbitMQ {version}): another broker "
             "holds that port; stop it or start fakerabbit on another port"
         )
