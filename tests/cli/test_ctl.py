@@ -240,7 +240,7 @@ def test_credentials_from_the_url_and_env(rabbit: FakeRabbit) -> None:
     assert r.returncode == 0, r.stderr
 
 
-# -- await_startup must talk to fakerabbit; pipes -----------------------------------------------------------------------
+# -- await_startup must talk to fakerabbit; pipes ---------------------------------------------------------------------
 def _rabbitmq_lookalike() -> tuple[str, object]:
     """A local HTTP server that answers like RabbitMQ's management API (no fakerabbit endpoints)."""
     import http.server
