@@ -64,6 +64,11 @@ MALFORMED = {
     "bare LF": (f"GET /api/whoami HTTP/1.1\nHost: x\n{AUTH.strip()}\n\n", 400, "4.1"),
     "bad method": (f"G@T /api/whoami HTTP/1.1\r\nHost: x\r\n{AUTH}\r\n", 400, "3.0"),
     "no Host": (f"GET /api/whoami HTTP/1.1\r\n{AUTH}\r\n", 400, "3.0"),
+    "a 20,000-byte header value": (
+        f"GET /api/whoami HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * 20000}\r\n{AUTH}\r\n",
+        431,
+        "3.0",
+    ),
     "HTTP/2.0": (f"GET /api/whoami HTTP/2.0\r\nHost: x\r\n{AUTH}\r\n", 505, "3.0"),
 }
 
