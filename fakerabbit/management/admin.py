@@ -21,6 +21,7 @@ from fakerabbit.management.core import (
     listing,
     newer_than_4_0,
     no_content,
+    not_authorised,
     not_found,
 )
 from fakerabbit.management.definitions import (
@@ -303,11 +304,20 @@ def list_connections(ctx: Ctx) -> Response:
     return listing(ctx, (connection_json(c, conns) for c in infos))
 
 
-def _connection(ctx: Ctx) -> ConnectionInfo:
+def _connection(ctx: Ctx, *, write: bool = False) -> ConnectionInfo:
     info = _conns(ctx).by_name(ctx.broker, ctx.params["name"])
     if info is None:
         raise not_found()
+    _own(ctx, info.user, write=write)
     return info
+
+
+def _own(ctx: Ctx, owner: str, *, write: bool = False) -> None:
+    """Management users see and close their own connections and channels only (monitoring users see all;
+    administrators close any): 401 ``User not authorised to access object`` (live 3.10.8 and 4.3.6)."""
+    allowed = ctx.has_tag("administrator") if write else ctx.sees_all
+    if owner != ctx.user and not allowed:
+        raise not_authorised("User not authorised to access object")
 
 
 def get_connection(ctx: Ctx) -> Response:
@@ -315,7 +325,7 @@ def get_connection(ctx: Ctx) -> Response:
 
 
 def delete_connection(ctx: Ctx) -> Response:
-    info = _connection(ctx)
+    info = _connection(ctx, write=True)
     reason = ctx.request.header("x-reason") or "Closed via management plugin"
     if info.close is not None:
         info.close(320, reason)
@@ -341,6 +351,7 @@ def get_channel(ctx: Ctx) -> Response:
     conns = _conns(ctx)
     for info, s in channels(ctx.broker, conns):
         if channel_name(info, s.number, conns) == ctx.params["name"]:
+            _own(ctx, info.user)
             return json_response(200, channel_json(info, s, conns))
     raise not_found()
 

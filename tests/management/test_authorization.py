@@ -217,3 +217,28 @@ def test_an_unknown_hashing_algorithm_is_stored_and_never_logs_in(api: Api) -> N
         assert api.fake.broker.problems == []
     a = api.request("POST", "/api/definitions", {"users": [{**user, "hashing_algorithm": 5, "tags": ""}]})
     assert (a.status, a.body) == (400, {"error": "bad_request", "reason": "function_clause"})
+
+
+def test_management_users_see_and_close_only_their_own_connections(api: Api) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(api.amqp_url))  # guest's
+    try:
+        local_port = conn._impl._transport._sock.getsockname()[1]  # type: ignore[union-attr]
+        found = api.poll(
+            lambda: api.request("GET", "/api/connections"),
+            lambda a: any(f":{local_port} ->" in c["name"] for c in a.body),
+        )
+        name = next(c["name"] for c in found.body if f":{local_port} ->" in c["name"])
+        user = api.user("management", vhost_permissions=(".*", ".*", ".*"))
+        for method, path in (
+            ("GET", f"/api/connections/{q(name)}"),
+            ("GET", f"/api/connections/{q(name)}/channels"),
+            ("DELETE", f"/api/connections/{q(name)}"),
+        ):
+            a = api.request(method, path, auth=user)
+            assert (a.status, a.body) == (401, NOT_AUTHORISED_OBJECT), (method, path)
+        assert [c for c in api.request("GET", "/api/connections", auth=user).body if c["name"] == name] == []
+        monitor = api.user("monitoring")
+        assert api.request("GET", f"/api/connections/{q(name)}", auth=monitor).status == 200
+        assert conn.is_open
+    finally:
+        conn.close()
