@@ -128,6 +128,10 @@ class Auth:
     def set_permissions(
         self, user: str, vhost: str, configure: str = ".*", write: str = ".*", read: str = ".*"
     ) -> None:
+        """Give ``user`` these permission patterns on ``vhost``; :class:`InvalidRegexp` if one does not compile."""
+        for pattern in (configure, write, read):
+            if pattern not in (".*", ""):
+                validate_regexp(pattern)
         self.permissions[(user, vhost)] = Permission(configure, write, read)
 
     def allows(self, user: str, vhost: str, kind: str, resource: str, name: str) -> bool:

@@ -242,3 +242,23 @@ def test_management_users_see_and_close_only_their_own_connections(api: Api) -> 
         assert conn.is_open
     finally:
         conn.close()
+
+
+def test_auth_refuses_bad_patterns_and_names_the_permission_per_profile() -> None:
+    """The broker model: an invalid pattern never reaches a permission check; 4.x texts name the permission."""
+    from fakerabbit.broker import errors
+    from fakerabbit.broker.auth import Auth, InvalidRegexp
+
+    auth = Auth({"u": "pw"})
+    with pytest.raises(InvalidRegexp) as exc:
+        auth.set_permissions("u", "/", "(", ".*", ".*")
+    assert (exc.value.pattern, exc.value.message, exc.value.offset) == ("(", "missing closing parenthesis", 1)
+    assert ("u", "/") not in auth.permissions
+    auth.set_permissions("u", "/", "^mine$", ".*", "")
+    with pytest.raises(errors.AccessRefused) as refused:
+        auth.check("u", "/", "configure", "queue", "q")
+    assert refused.value.explanation == "access to queue 'q' in vhost '/' refused for user 'u'"
+    auth.names_permission = True
+    with pytest.raises(errors.AccessRefused) as refused:
+        auth.check("u", "/", "read", "queue", "q")
+    assert refused.value.explanation == "read access to queue 'q' in vhost '/' refused for user 'u'"
