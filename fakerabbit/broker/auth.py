@@ -1,4 +1,4 @@
-"""Users, passwords and per-vhost configure/write/read permissions, checked where RabbitMQ checks them."""
+"""Users, passwords, tags and per-vhost configure/write/read permissions, checked where RabbitMQ checks them."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fakerabbit.broker import errors
+
+#: Tags that let a user into the management API (RabbitMQ's ``rabbit_mgmt_util``): anything else is refused with
+#: 401 ``Not management user``. Each includes the rights of those after it.
+MANAGEMENT_TAGS = ("administrator", "monitoring", "policymaker", "management")
 
 
 @dataclass(slots=True)
@@ -28,13 +32,62 @@ class Permission:
         if pattern == ".*":  # the default, full permission: matches every name (this runs on every publish)
             return True
         # RabbitMQ anchors nothing but matches with re:run on the whole name; "" matches nothing.
-        return pattern != "" and _search(pattern)(name) is not None
+        if pattern == "":
+            return False
+        search = _search(pattern)
+        return search is not None and search(name) is not None
 
 
 @functools.lru_cache(maxsize=256)
-def _search(pattern: str) -> Callable[[str], re.Match[str] | None]:
-    """The compiled pattern's ``search``, compiled once per pattern (``re``'s own cache costs a lookup)."""
-    return re.compile(pattern).search
+def _search(pattern: str) -> Callable[[str], re.Match[str] | None] | None:
+    """The compiled pattern's ``search``, compiled once per pattern (``re``'s own cache costs a lookup); ``None``
+    for a pattern that does not compile (it matches nothing: such patterns are refused when set)."""
+    try:
+        return re.compile(pattern).search
+    except (re.error, RecursionError, OverflowError):
+        return None
+
+
+class InvalidRegexp(ValueError):
+    """A permission pattern that does not compile. ``pattern``, ``message`` and ``offset`` are what RabbitMQ's
+    ``{invalid_regexp, Pattern, {Message, Offset}}`` error carries (PCRE's wording where it is known)."""
+
+    def __init__(self, pattern: str, message: str, offset: int) -> None:
+        super().__init__(f"invalid_regexp {pattern!r}: {message} at {offset}")
+        self.pattern = pattern
+        self.message = message
+        self.offset = offset
+
+
+# Python ``re`` messages -> PCRE2's (RabbitMQ 4.x); RabbitMQ 3.x's PCRE1 wording is in ``pcre1``.
+_PCRE_MESSAGES: tuple[tuple[str, str, str], ...] = (
+    ("missing ), unterminated subpattern", "missing closing parenthesis", "missing )"),
+    (
+        "unterminated character set",
+        "missing terminating ] for character class",
+        "missing terminating ] for character class",
+    ),
+    ("unbalanced parenthesis", "unmatched closing parenthesis", "unmatched parentheses"),
+    ("nothing to repeat", "quantifier does not follow a repeatable item", "nothing to repeat"),
+    ("multiple repeat", "quantifier does not follow a repeatable item", "nothing to repeat"),
+    ("bad escape (end of pattern)", "\\ at end of pattern", "\\ at end of pattern"),
+)
+
+
+def validate_regexp(pattern: str, *, pcre1: bool = False) -> None:
+    """Raise :class:`InvalidRegexp` unless ``pattern`` compiles (RabbitMQ refuses such permissions with 400)."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        text = str(exc.msg)
+        message = text
+        for py, pcre2, pcre1_text in _PCRE_MESSAGES:
+            if text.startswith(py):
+                message = pcre1_text if pcre1 else pcre2
+                break
+        raise InvalidRegexp(pattern, message, len(pattern.encode())) from None
+    except (RecursionError, OverflowError):
+        raise InvalidRegexp(pattern, "regular expression is too large", 0) from None
 
 
 @dataclass(slots=True)
@@ -42,22 +95,55 @@ class Auth:
     users: dict[str, str] = field(default_factory=lambda: {"guest": "guest"})
     permissions: dict[tuple[str, str], Permission] = field(default_factory=dict)
     tags: dict[str, list[str]] = field(default_factory=dict)
+    #: 4.x: a refused resource access names the permission (``configure access to queue 'q' …``); 3.x does not.
+    names_permission: bool = False
 
     def authenticate(self, user: str, password: str) -> bool:
-        return self.users.get(user) == password
+        stored = self.users.get(user)
+        if stored is None:
+            return False
+        try:
+            return bool(stored == password)
+        except (KeyError, ValueError, TypeError):  # a stored hash that cannot be checked never logs in
+            return False
 
     def can_access_vhost(self, user: str, vhost: str) -> bool:
         return (user, vhost) in self.permissions
 
+    def user_tags(self, user: str) -> list[str]:
+        """A user's tags; users without a tags entry (``FakeRabbit(users=...)``) are administrators."""
+        tags = self.tags.get(user)
+        return list(tags) if tags is not None else ["administrator"]
+
+    def has_tag(self, user: str, tag: str) -> bool:
+        """Does ``user`` have ``tag`` or a tag that includes it (administrator > monitoring > management,
+        administrator > policymaker > management)?"""
+        tags = set(self.user_tags(user))
+        if "administrator" in tags:
+            return True
+        if tag == "management":
+            return bool(tags & set(MANAGEMENT_TAGS))
+        return tag in tags
+
     def set_permissions(
         self, user: str, vhost: str, configure: str = ".*", write: str = ".*", read: str = ".*"
     ) -> None:
+        """Give ``user`` these permission patterns on ``vhost``; :class:`InvalidRegexp` if one does not compile."""
+        for pattern in (configure, write, read):
+            if pattern not in (".*", ""):
+                validate_regexp(pattern)
         self.permissions[(user, vhost)] = Permission(configure, write, read)
+
+    def allows(self, user: str, vhost: str, kind: str, resource: str, name: str) -> bool:
+        """Does ``user`` have ``kind`` permission on the resource (no exception)?"""
+        perm = self.permissions.get((user, vhost))
+        checked = "amq.default" if resource == "exchange" and name == "" else name
+        return perm is not None and perm.allows(kind, checked)
 
     def check(self, user: str, vhost: str, kind: str, resource: str, name: str) -> None:
         """Raise 403 ACCESS_REFUSED unless ``user`` has ``kind`` permission on the resource."""
-        perm = self.permissions.get((user, vhost))
-        checked = "amq.default" if resource == "exchange" and name == "" else name
-        if perm is None or not perm.allows(kind, checked):
+        if not self.allows(user, vhost, kind, resource, name):
+            checked = "amq.default" if resource == "exchange" and name == "" else name
             rendered = errors.rs_queue(checked, vhost) if resource == "queue" else errors.rs_exchange(checked, vhost)
-            raise errors.AccessRefused(f"access to {rendered} refused for user '{user}'")
+            prefix = f"{kind} access" if self.names_permission else "access"
+            raise errors.AccessRefused(f"{prefix} to {rendered} refused for user '{user}'")

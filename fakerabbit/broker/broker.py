@@ -64,7 +64,10 @@ class Broker:
         #: ``dead_letter_worker_publisher_confirm_timeout``: how often a quorum queue's at-least-once
         #: dead-letter worker retries the messages it could not deliver (180 s, as RabbitMQ).
         self.dead_letter_confirm_timeout_ms = 180_000
-        self.auth = Auth(dict(users) if users is not None else {"guest": "guest"})
+        self.auth = Auth(
+            dict(users) if users is not None else {"guest": "guest"},
+            names_permission=self.profile.access_refused_names_permission,
+        )
         self._initial_vhosts = tuple(vhosts)
         self.vhosts: dict[str, Vhost] = {}
         self.events = EventLog(clock.now_ms)

@@ -8,22 +8,27 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
+from fakerabbit.broker.auth import InvalidRegexp, validate_regexp
 from fakerabbit.broker.broker import ConnectionInfo
 from fakerabbit.broker.policy import PolicyError
 from fakerabbit.clock import FollowingClock, VirtualClock
 from fakerabbit.management.core import (
     Ctx,
+    at_least_4,
     bad_request,
     created,
     json_response,
     listing,
+    newer_than_4_0,
     no_content,
+    not_authorised,
     not_found,
 )
 from fakerabbit.management.definitions import (
     DefinitionsError,
     PasswordHash,
-    describe_error,
+    check_password_hash,
+    error_reason,
     export_definitions,
     import_definitions,
     password_hash,
@@ -157,7 +162,14 @@ def put_vhost(ctx: Ctx) -> Response:
     name = ctx.params["vhost"]
     if name in ctx.broker.vhosts:
         return no_content()
+    auth = ctx.broker.auth
+    before = set(auth.permissions)
     ctx.broker.add_vhost(name)
+    # RabbitMQ grants full permissions on a new vhost to the user who created it, and to nobody else.
+    for key in set(auth.permissions) - before:
+        if key[0] != ctx.user:
+            del auth.permissions[key]
+    auth.set_permissions(ctx.user, name)
     return created()
 
 
@@ -204,13 +216,20 @@ def get_user(ctx: Ctx) -> Response:
 
 def put_user(ctx: Ctx) -> Response:
     body = ctx.object_body()
+    if "password_hash" in body and "password" not in body:
+        try:
+            check_password_hash(
+                body["password_hash"], body.get("hashing_algorithm"), erlang_text=at_least_4(ctx.broker)
+            )
+        except DefinitionsError as exc:
+            raise bad_request(str(exc)) from None
     name = ctx.params["user"]
     auth = ctx.broker.auth
     existed = name in auth.users
     if "password" in body:
         auth.users[name] = str(body["password"])
     elif "password_hash" in body:
-        algorithm = str(body.get("hashing_algorithm", "rabbit_password_hashing_sha256"))
+        algorithm = str(body.get("hashing_algorithm") or "rabbit_password_hashing_sha256")
         auth.users[name] = PasswordHash(str(body["password_hash"]), algorithm)
     elif not existed:
         raise bad_request("[{key_missing,password}]")
@@ -236,7 +255,17 @@ def _perm_json(user: str, vhost: str, p: Any) -> dict[str, Any]:
 
 
 def list_permissions(ctx: Ctx) -> Response:
-    perms = sorted(ctx.broker.auth.permissions.items())
+    """All permissions, or those of the vhost or user in the path."""
+    if "vhost" in ctx.params:
+        ctx.vhost()
+    if "user" in ctx.params:
+        _user(ctx)
+    vhost, user = ctx.params.get("vhost"), ctx.params.get("user")
+    perms = [
+        (k, p)
+        for k, p in sorted(ctx.broker.auth.permissions.items())
+        if (vhost is None or k[1] == vhost) and (user is None or k[0] == user)
+    ]
     return listing(ctx, (_perm_json(u, v, p) for (u, v), p in perms))
 
 
@@ -254,9 +283,21 @@ def put_permission(ctx: Ctx) -> Response:
     if user not in ctx.broker.auth.users:
         raise bad_request(f"user '{user}' does not exist")
     body = ctx.object_body(required=("configure", "write", "read"))
+    for key in ("configure", "write", "read"):
+        _check_regexp(ctx, str(body[key]))
     existed = (user, v) in ctx.broker.auth.permissions
     ctx.broker.auth.set_permissions(user, v, str(body["configure"]), str(body["write"]), str(body["read"]))
     return no_content() if existed else created()
+
+
+def _check_regexp(ctx: Ctx, pattern: str) -> None:
+    """400 ``invalid_regexp`` as RabbitMQ renders it (an Erlang error term: strings as lists of code points)."""
+    try:
+        validate_regexp(pattern, pcre1=not newer_than_4_0(ctx.broker))
+    except InvalidRegexp as exc:
+        raise bad_request(
+            ["invalid_regexp", [ord(c) for c in exc.pattern], [[ord(c) for c in exc.message], exc.offset]]
+        ) from None
 
 
 def delete_permission(ctx: Ctx) -> Response:
@@ -274,11 +315,20 @@ def list_connections(ctx: Ctx) -> Response:
     return listing(ctx, (connection_json(c, conns) for c in infos))
 
 
-def _connection(ctx: Ctx) -> ConnectionInfo:
+def _connection(ctx: Ctx, *, write: bool = False) -> ConnectionInfo:
     info = _conns(ctx).by_name(ctx.broker, ctx.params["name"])
     if info is None:
         raise not_found()
+    _own(ctx, info.user, write=write)
     return info
+
+
+def _own(ctx: Ctx, owner: str, *, write: bool = False) -> None:
+    """Management users see and close their own connections and channels only (monitoring users see all;
+    administrators close any): 401 ``User not authorised to access object`` (live 3.10.8 and 4.3.6)."""
+    allowed = ctx.has_tag("administrator") if write else ctx.sees_all
+    if owner != ctx.user and not allowed:
+        raise not_authorised("User not authorised to access object")
 
 
 def get_connection(ctx: Ctx) -> Response:
@@ -286,7 +336,7 @@ def get_connection(ctx: Ctx) -> Response:
 
 
 def delete_connection(ctx: Ctx) -> Response:
-    info = _connection(ctx)
+    info = _connection(ctx, write=True)
     reason = ctx.request.header("x-reason") or "Closed via management plugin"
     if info.close is not None:
         info.close(320, reason)
@@ -312,6 +362,7 @@ def get_channel(ctx: Ctx) -> Response:
     conns = _conns(ctx)
     for info, s in channels(ctx.broker, conns):
         if channel_name(info, s.number, conns) == ctx.params["name"]:
+            _own(ctx, info.user)
             return json_response(200, channel_json(info, s, conns))
     raise not_found()
 
@@ -342,7 +393,7 @@ def post_definitions(ctx: Ctx) -> Response:
     try:
         import_definitions(ctx.broker, defs, vhost)
     except (DefinitionsError, PolicyError, errors.AMQPError) as exc:
-        raise bad_request(describe_error(exc)) from None
+        raise bad_request(error_reason(exc)) from None
     return no_content()
 
 

@@ -6,8 +6,18 @@ import base64
 import binascii
 from typing import TYPE_CHECKING
 
-from fakerabbit.management import admin, policies, topology
-from fakerabbit.management.core import APIError, Ctx, Route, json_response, not_found, route
+from fakerabbit.management import admin, node, policies, topology
+from fakerabbit.management.core import (
+    APIError,
+    Ctx,
+    Route,
+    at_least_4,
+    json_response,
+    newer_than_4_0,
+    not_authorised,
+    not_found,
+    route,
+)
 from fakerabbit.management.http import Request, Response
 
 if TYPE_CHECKING:
@@ -21,13 +31,20 @@ ROUTES: tuple[Route, ...] = (
     route("/api/overview", GET=admin.overview),
     route("/api/whoami", GET=admin.whoami),
     route("/api/aliveness-test/{vhost}", GET=admin.aliveness),
-    route("/api/health/checks/*", GET=admin.ok),
+    route("/api/health/checks/*", GET=node.health_check),
+    route("/api/nodes", GET=node.list_nodes),
+    route("/api/nodes/{node}", GET=node.get_node),
+    route("/api/feature-flags", GET=node.feature_flags),
+    route("/api/deprecated-features", GET=node.deprecated_features),
+    route("/api/deprecated-features/used", GET=node.deprecated_features_used),
     route("/api/vhosts", GET=admin.list_vhosts),
     route("/api/vhosts/{vhost}", GET=admin.get_vhost, PUT=admin.put_vhost, DELETE=admin.delete_vhost),
     route("/api/vhosts/{vhost}/connections", GET=admin.list_connections),
     route("/api/vhosts/{vhost}/channels", GET=admin.list_channels),
+    route("/api/vhosts/{vhost}/permissions", GET=admin.list_permissions),
     route("/api/users", GET=admin.list_users),
     route("/api/users/{user}", GET=admin.get_user, PUT=admin.put_user, DELETE=admin.delete_user),
+    route("/api/users/{user}/permissions", GET=admin.list_permissions),
     route("/api/permissions", GET=admin.list_permissions),
     route(
         "/api/permissions/{vhost}/{user}",
@@ -100,6 +117,9 @@ class ManagementAPI:
         except (binascii.Error, ValueError):
             raise APIError(401, "not_authorized", "Login failed", _AUTH_HEADERS) from None
         if not sep or not self.rabbit.broker.auth.authenticate(user, password):
+            # live 4.0.5 and 4.3.6 no longer say why; 3.10.8 says "Login failed"
+            if at_least_4(self.rabbit.broker):
+                raise APIError(401, "not_authorized", "Not_Authorized")
             raise APIError(401, "not_authorized", "Login failed", _AUTH_HEADERS)
         return user
 
@@ -123,11 +143,45 @@ class ManagementAPI:
                 raise APIError(405, "Method Not Allowed", f"{request.method} is not allowed here", {"allow": allow})
             user = self._authenticate(request)
             server.drain_inbound()  # see what clients sent before this request
-            return handler(Ctx(request, params, user, self.rabbit))
+            ctx = Ctx(request, params, user, self.rabbit)
+            _authorize(ctx, r, method)
+            return handler(ctx)
         except APIError as exc:
             return exc.response()
+        except RecursionError:  # a structure nested too deeply for the handler (arguments, headers)
+            return APIError(400, "bad_request", "nested_too_deeply").response()
         finally:
             server.flush()
+
+
+# Paths only administrators may use (any method), as ``rabbit_mgmt_util:is_authorized_admin``.
+_ADMIN_ONLY = ("users", "permissions", "topic-permissions", "definitions", "fakerabbit")
+_MONITOR_ONLY = ("nodes",)
+
+
+def _authorize(ctx: Ctx, r: Route, method: str) -> None:
+    """RabbitMQ's management authorization: tags, then the vhost in the path (checked live on 3.10.8, 4.0.5 and
+    4.3.6 with a restricted user; see tests/management/test_authorization.py)."""
+    if not ctx.has_tag("management"):
+        raise not_authorised("Not management user")
+    top = r.pattern[1] if len(r.pattern) > 1 else ""
+    admin = (
+        top in _ADMIN_ONLY
+        or (top == "vhosts" and (len(r.pattern) == 3 or r.pattern[-1] == "permissions"))
+        or (top == "operator-policies" and method != "GET")
+        or (top == "feature-flags" and not at_least_4(ctx.broker))  # 3.10.8: administrators only
+    )
+    if admin and not ctx.has_tag("administrator"):
+        raise not_authorised("Not administrator user")
+    if top in _MONITOR_ONLY and not ctx.has_tag("monitoring"):
+        raise not_authorised("Not monitor user")
+    if top == "policies" and method in ("PUT", "DELETE") and not ctx.has_tag("policymaker"):
+        raise not_authorised("User not authorised to access object")
+    vhost = ctx.params.get("vhost")
+    if vhost is not None and vhost in ctx.broker.vhosts and not ctx.can_access(vhost):
+        if newer_than_4_0(ctx.broker):
+            raise APIError(404, "not_found", "Not Found")
+        raise not_authorised("User not authorised to access virtual host")
 
 
 __all__ = ["ROUTES", "ManagementAPI", "json_response"]

@@ -65,6 +65,8 @@ class Client:
             reason: Any = raw.decode("utf-8", "replace") or exc.reason
             with contextlib.suppress(ValueError, AttributeError):
                 reason = json.loads(raw).get("reason", reason)
+            if exc.code == 401 and reason == "Not_Authorized" and "www-authenticate" not in exc.headers:
+                reason = "Login failed"  # RabbitMQ 4.x no longer says why; a wrong user name or password
             raise HTTPFailure(exc.code, reason if isinstance(reason, str) else json.dumps(reason)) from None
         except (urllib.error.URLError, OSError) as exc:
             why = getattr(exc, "reason", exc)

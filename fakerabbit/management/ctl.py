@@ -376,14 +376,35 @@ def cmd_await_startup(c: Client, a: argparse.Namespace, out: Output) -> int:
     deadline = time.monotonic() + a.timeout
     while True:
         try:
-            c.request("GET", "/api/overview")
+            overview = c.request("GET", "/api/overview")
+            _check_fakerabbit(c, overview)
             return EX_OK
-        except HTTPFailure:
+        except (HTTPFailure, _NotFakerabbit):
             raise
         except CtlError:
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.1)
+
+
+class _NotFakerabbit(CtlError):
+    """Another broker answers on the management port: no point in waiting."""
+
+
+def _check_fakerabbit(c: Client, overview: Any) -> None:
+    """Fail unless the API is fakerabbit's: a real RabbitMQ holding the port answers /api/overview too."""
+    fake = isinstance(overview, dict) and isinstance(overview.get("fakerabbit"), dict)
+    if fake:
+        try:
+            c.request("GET", "/api/fakerabbit/clock")
+        except HTTPFailure as exc:
+            fake = exc.code != 404
+    if not fake:
+        version = overview.get("rabbitmq_version", "?") if isinstance(overview, dict) else "?"
+        raise _NotFakerabbit(
+            f"the management API at {c.base} is not fakerabbit's (it says RabbitMQ {version}): another broker "
+            "holds that port; stop it or start fakerabbit on another port"
+        )
 
 
 # -- argument parsing -------------------------------------------------------------------------------------------------
@@ -496,7 +517,15 @@ def run(args: argparse.Namespace) -> int:
     client = Client(args.management_url, args.username, args.password, timeout=max(args.timeout, 1.0))
     func: Command = args.func
     try:
-        return func(client, args, out)
+        status = func(client, args, out)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
     except CtlError as exc:
         print(f"Error:\n{exc.message}", file=sys.stderr)
         return exc.status
+    except BrokenPipeError:
+        # the reader went away (``fakerabbit ctl list_queues | head``): stop quietly, as Unix tools do, and keep
+        # Python from complaining again when it flushes stdout at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EX_OK

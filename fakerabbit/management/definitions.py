@@ -9,17 +9,28 @@ RabbitMQ's): objects imported before an error stay.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from fakerabbit.broker import errors
+from fakerabbit.broker.auth import InvalidRegexp, validate_regexp
 from fakerabbit.broker.broker import Broker
 from fakerabbit.broker.fields import FieldError
 from fakerabbit.broker.policy import PolicyError, validate_policy
 from fakerabbit.management.render import PREDECLARED, json_to_table, policy_json, table_json
 
-__all__ = ["DefinitionsError", "PasswordHash", "export_definitions", "import_definitions", "password_hash"]
+__all__ = [
+    "DefinitionsError",
+    "PasswordHash",
+    "check_password_hash",
+    "error_reason",
+    "export_definitions",
+    "import_definitions",
+    "password_hash",
+]
 
 _SHA256 = "rabbit_password_hashing_sha256"
 _HASHES = {
@@ -30,7 +41,32 @@ _HASHES = {
 
 
 class DefinitionsError(ValueError):
-    """The definitions were refused; ``str(err)`` says why (the management API's 400 ``reason``)."""
+    """The definitions were refused; ``str(err)`` says why. ``reason`` is the management API's 400 ``reason``
+    when RabbitMQ renders it as something other than that text (an Erlang term as a JSON list)."""
+
+    def __init__(self, message: str, reason: Any = None) -> None:
+        super().__init__(message)
+        self.reason = message if reason is None else reason
+
+
+def check_password_hash(value: Any, algorithm: Any, *, erlang_text: bool = True) -> None:
+    """Refuse what RabbitMQ refuses in a user's ``password_hash``: not base64 (400 ``{not_base64,<<"x">>}`` on
+    4.x, ``["not_base64","x"]`` on 3.x) or a ``hashing_algorithm`` that is not a string (``function_clause``).
+
+    An unknown algorithm *name* is accepted, as RabbitMQ 3.10.8 and 4.3.6 accept it (checked live): that user
+    simply cannot log in.
+    """
+    if algorithm is not None and not isinstance(algorithm, str):
+        raise DefinitionsError("function_clause")
+    text = value if isinstance(value, str) else json.dumps(value)
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        base64.b64decode(value, validate=True)
+    except (ValueError, binascii.Error):
+        if erlang_text:
+            raise DefinitionsError(f'{{not_base64,<<"{text}">>}}') from None
+        raise DefinitionsError(f"not_base64 {text}", ["not_base64", text]) from None
 
 
 def password_hash(user: str, password: str) -> str:
@@ -63,12 +99,15 @@ class PasswordHash(str):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, str) or isinstance(other, PasswordHash):
             return str.__eq__(self, other)
+        hasher = _HASHES.get(self.algorithm)
+        if hasher is None:  # an algorithm RabbitMQ does not know: nobody logs in with it
+            return False
         try:
             raw = base64.b64decode(self.hash)
         except ValueError:
             return False
         salt = raw[:4]
-        return salt + _HASHES[self.algorithm](salt + other.encode()).digest() == raw
+        return salt + hasher(salt + other.encode()).digest() == raw
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
@@ -80,12 +119,16 @@ class PasswordHash(str):
 # -- export -------------------------------------------------------------------------------------------------------
 def _queues(broker: Broker, vhosts: list[str], with_vhost: bool) -> list[dict[str, Any]]:
     out = []
+    major, minor = (int(x) for x in broker.profile.name.split(".")[:2])
+    typed = (major, minor) > (4, 0)
     for vname in vhosts:
         for q in sorted(broker.vhosts[vname].queues.values(), key=lambda q: q.name):
             if q.exclusive_owner is not None:
                 continue
             item: dict[str, Any] = {"name": q.name, "vhost": vname}
             item.update(durable=q.durable, auto_delete=q.auto_delete, arguments=table_json(q.arguments))
+            if typed:  # RabbitMQ 4.3.6 exports each queue's type (4.0.5 does not)
+                item["type"] = str(q.queue_type)
             if not with_vhost:
                 del item["vhost"]
             out.append(item)
@@ -94,12 +137,16 @@ def _queues(broker: Broker, vhosts: list[str], with_vhost: bool) -> list[dict[st
 
 def _exchanges(broker: Broker, vhosts: list[str], with_vhost: bool) -> list[dict[str, Any]]:
     out = []
+    major, minor = (int(x) for x in broker.profile.name.split(".")[:2])
+    typed = (major, minor) > (4, 0)
     for vname in vhosts:
         for x in sorted(broker.vhosts[vname].exchanges.values(), key=lambda x: x.name):
             if x.name in PREDECLARED:
                 continue
             item: dict[str, Any] = {"name": x.name, "vhost": vname, "type": str(x.type), "durable": x.durable}
             item.update(auto_delete=x.auto_delete, internal=x.internal, arguments=table_json(x.arguments))
+            if typed and not x.internal:  # RabbitMQ 4.3.6 leaves out internal=false (4.0.5 does not)
+                del item["internal"]
             if not with_vhost:
                 del item["vhost"]
             out.append(item)
@@ -193,8 +240,7 @@ def export_definitions(broker: Broker, vhost: str | None = None) -> dict[str, An
 
 def user_tags(broker: Broker, name: str) -> list[str]:
     """A user's tags; fakerabbit's users are administrators unless tags were set (by a definitions import)."""
-    tags = broker.auth.tags.get(name)
-    return list(tags) if tags is not None else ["administrator"]
+    return broker.auth.user_tags(name)
 
 
 # -- import -------------------------------------------------------------------------------------------------------
@@ -243,7 +289,25 @@ def import_definitions(broker: Broker, defs: Any, vhost: str | None = None) -> N
         raise DefinitionsError(str(exc)) from None
 
 
+def _check_regexp(pattern: str, erlang_text: bool, pcre2: bool) -> None:
+    """RabbitMQ refuses a permission whose pattern does not compile: 4.x renders ``{invalid_regexp,"(",{"missing
+    closing parenthesis",1}}`` as text, 3.x the same term as a JSON list of code-point lists."""
+    try:
+        validate_regexp(pattern, pcre1=not pcre2)
+    except InvalidRegexp as exc:
+        if erlang_text:
+            raise DefinitionsError(
+                f"{{invalid_regexp,{json.dumps(exc.pattern)},{{{json.dumps(exc.message)},{exc.offset}}}}}"
+            ) from None
+        raise DefinitionsError(
+            str(exc), ["invalid_regexp", [ord(c) for c in exc.pattern], [[ord(c) for c in exc.message], exc.offset]]
+        ) from None
+
+
 def _import_node_level(broker: Broker, defs: Mapping[str, Any]) -> None:
+    major, minor = (int(x) for x in broker.profile.name.split(".")[:2])
+    erlang_text = major >= 4  # 4.x renders error terms as text, 3.x as JSON lists
+    pcre2 = (major, minor) > (4, 0)  # 4.3.6's Erlang has PCRE2's messages; 4.0.5's still PCRE's
     for item in _items(defs, "vhosts"):
         broker.add_vhost(_str(item, "name"))
     auth = broker.auth
@@ -252,10 +316,9 @@ def _import_node_level(broker: Broker, defs: Mapping[str, Any]) -> None:
         if "password" in item:
             auth.users[name] = _str(item, "password")
         elif "password_hash" in item:
-            algorithm = _str(item, "hashing_algorithm", _SHA256)
-            if algorithm not in _HASHES:
-                raise DefinitionsError(f"unsupported hashing_algorithm '{algorithm}' for user '{name}'")
-            auth.users[name] = PasswordHash(_str(item, "password_hash"), algorithm)
+            algorithm = item.get("hashing_algorithm") or _SHA256
+            check_password_hash(item["password_hash"], algorithm, erlang_text=erlang_text)
+            auth.users[name] = PasswordHash(item["password_hash"], algorithm)
         else:
             raise DefinitionsError(f"user '{name}' has neither password nor password_hash")
         tags = item.get("tags", [])
@@ -268,9 +331,10 @@ def _import_node_level(broker: Broker, defs: Mapping[str, Any]) -> None:
             raise DefinitionsError(f"no user '{user}' for permissions")
         if vname not in broker.vhosts:
             raise DefinitionsError(f"no vhost '{vname}' for permissions")
-        auth.set_permissions(
-            user, vname, _str(item, "configure", ".*"), _str(item, "write", ".*"), _str(item, "read", ".*")
-        )
+        patterns = (_str(item, "configure", ".*"), _str(item, "write", ".*"), _str(item, "read", ".*"))
+        for pattern in patterns:
+            _check_regexp(pattern, erlang_text, pcre2)
+        auth.set_permissions(user, vname, *patterns)
     if _items(defs, "topic_permissions"):
         raise DefinitionsError("fakerabbit does not support topic permissions")
 
@@ -316,7 +380,9 @@ def _import_topology(broker: Broker, defs: Mapping[str, Any], vhost: str | None)
     for item in _items(defs, "exchanges"):
         v = _existing_vhost(broker, _vhost_of(item, vhost))
         name = _str(item, "name")
-        if name in PREDECLARED and name in v.exchanges:
+        if name.startswith("amq."):
+            # RabbitMQ's import skips exchanges with the reserved prefix silently (``amq.rabbitmq.log`` and the
+            # predeclared ones are in every 4.x export)
             continue
         v.declare_exchange(
             None,
@@ -361,3 +427,10 @@ def describe_error(exc: Exception) -> str:
     if isinstance(exc, PolicyError):
         return f"Validation failed\n\n{exc}\n"
     return str(exc)
+
+
+def error_reason(exc: Exception) -> Any:
+    """The management API's 400 ``reason`` for an import error (RabbitMQ's term where it renders one)."""
+    if isinstance(exc, DefinitionsError):
+        return exc.reason
+    return describe_error(exc)

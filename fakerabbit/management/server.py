@@ -27,7 +27,9 @@ class ManagementServer:
         self.requested_port = port
         self.port = 0
         self.api = ManagementAPI(rabbit)
-        self._http = HTTPServer(self.api.handle, server_name="fakerabbit")
+        #: The HTTP listener; its ``head_timeout``, ``body_timeout`` and ``idle_timeout`` (seconds, RabbitMQ's 5,
+        #: 60 and 5 by default) may be changed before or while serving.
+        self.http = HTTPServer(self.api.handle, server_name="fakerabbit")
 
     @property
     def url(self) -> str:
@@ -37,10 +39,10 @@ class ManagementServer:
     async def start(self) -> int:
         """Listen; raises :class:`ManagementListenError` if the port cannot be bound."""
         try:
-            self.port = await self._http.start(self.host, self.requested_port)
+            self.port = await self.http.start(self.host, self.requested_port)
         except OSError as exc:
             raise ManagementListenError(exc.errno, exc.strerror, f"{self.host}:{self.requested_port}") from exc
         return self.port
 
     async def stop(self) -> None:
-        await self._http.stop()
+        await self.http.stop()

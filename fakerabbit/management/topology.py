@@ -19,6 +19,7 @@ from fakerabbit.management.core import (
     Ctx,
     access_refused,
     amqp_error,
+    at_least_4,
     bad_request,
     created,
     json_response,
@@ -97,6 +98,7 @@ def put_queue(ctx: Ctx) -> Response:
     v = ctx.vhost(missing="write")
     body = ctx.object_body()
     name = ctx.params["name"]
+    ctx.require("configure", "queue", name)
     existed = name in v.queues
     try:
         v.declare_queue(
@@ -115,6 +117,7 @@ def put_queue(ctx: Ctx) -> Response:
 
 def delete_queue(ctx: Ctx) -> Response:
     q = _queue(ctx)
+    ctx.require("configure", "queue", q.name)
     try:
         q.vhost.delete_queue_cmd(None, q.name, if_unused=ctx.flag("if-unused"), if_empty=ctx.flag("if-empty"))
     except errors.AMQPError as exc:
@@ -124,6 +127,7 @@ def delete_queue(ctx: Ctx) -> Response:
 
 def purge_queue(ctx: Ctx) -> Response:
     q = _queue(ctx)
+    ctx.require("read", "queue", q.name)
     q.vhost.purge_queue(None, q.name)
     return no_content()
 
@@ -225,7 +229,11 @@ def publish(ctx: Ctx) -> Response:
     session, sink = _session(ctx, v)
     try:
         session.publish(exchange, str(body["routing_key"]), True, False, props, data)
+    except errors.AccessRefused:
+        raise access_refused() from None
     except errors.AMQPError as exc:
+        if isinstance(exc, errors.NotFound) and at_least_4(ctx.broker):  # live 4.0.5 and 4.3.6
+            raise APIError(404, "not_found", "exchange_not_found") from None
         raise bad_request(f"{exc.code} {exc.reply_text}") from None
     finally:
         session.close()
@@ -243,17 +251,27 @@ def _props_json(raw: bytes) -> Any:
     return out or []  # RabbitMQ renders an empty property list as []
 
 
+def _int_text(value: Any) -> Any:
+    """RabbitMQ accepts integers sent as strings (classic rabbitmqadmin sends ``"count": "1"``)."""
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            raise bad_request(["not_integer", value]) from None  # as live 3.10.8 and 4.3.6
+    return value
+
+
 def get_messages(ctx: Ctx) -> Response:
     v = ctx.vhost()
     body = ctx.object_body(required=("count", "ackmode", "encoding"))
-    count, ackmode, encoding = body["count"], body["ackmode"], body["encoding"]
+    count, ackmode, encoding = _int_text(body["count"]), body["ackmode"], body["encoding"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise bad_request(["not_int", "count"])
     if ackmode not in _ACKMODES:
         raise bad_request(["unsupported_ackmode", ackmode])
     if encoding not in ("auto", "base64"):
         raise bad_request(["unsupported_encoding", encoding])
-    truncate = body.get("truncate")
+    truncate = _int_text(body.get("truncate"))
     if truncate is not None and (isinstance(truncate, bool) or not isinstance(truncate, int) or truncate < 0):
         raise bad_request(["not_int", "truncate"])
     session, _ = _session(ctx, v)
@@ -284,7 +302,11 @@ def get_messages(ctx: Ctx) -> Response:
                     "payload_encoding": "string" if text is not None else "base64",
                 }
             )
+    except errors.AccessRefused:
+        raise access_refused() from None
     except errors.AMQPError as exc:
+        if isinstance(exc, errors.NotFound) and at_least_4(ctx.broker):  # live 4.0.5 and 4.3.6
+            raise APIError(404, "not_found", "queue_not_found") from None
         if isinstance(exc, errors.NotFound):
             raise APIError(404, "not_found", exc.reply_text) from None
         raise bad_request(exc.reply_text) from None
@@ -327,6 +349,7 @@ def put_exchange(ctx: Ctx) -> Response:
         # rabbit_exchange:check_type/1: "unknown" when no atom of that name exists in the node, "invalid" when one
         # does but names no exchange type - which depends on the node's history; a fresh node says "unknown"
         raise bad_request(f"unknown exchange type '{type_}'")
+    ctx.require("configure", "exchange", name)
     existed = name in v.exchanges
     try:
         v.declare_exchange(
@@ -351,6 +374,7 @@ def delete_exchange(ctx: Ctx) -> Response:
         raise access_refused()
     if name not in v.exchanges:
         raise not_found()
+    ctx.require("configure", "exchange", name)
     try:
         v.delete_exchange(None, name, if_unused=ctx.flag("if-unused"))
     except errors.AMQPError as exc:
@@ -431,6 +455,8 @@ def post_binding(ctx: Ctx) -> Response:
     args = _table(body)
     if source in ("", "amq.default"):
         raise access_refused()
+    ctx.require("write", kind, ctx.params["dest"])
+    ctx.require("read", "exchange", source)
     try:
         v.bind(None, kind, ctx.params["dest"], source, routing_key, args)
     except errors.AMQPError as exc:
@@ -455,6 +481,8 @@ def get_binding(ctx: Ctx) -> Response:
 
 def delete_binding(ctx: Ctx) -> Response:
     v, _, b = _find_binding(ctx)
+    ctx.require("write", b.destination_kind, b.destination)
+    ctx.require("read", "exchange", b.source)
     try:
         v.bind(None, b.destination_kind, b.destination, b.source, b.routing_key, b.arguments, unbind=True)
     except errors.AMQPError as exc:

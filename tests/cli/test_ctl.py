@@ -238,3 +238,91 @@ def test_credentials_from_the_url_and_env(rabbit: FakeRabbit) -> None:
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
+
+
+# -- await_startup must talk to fakerabbit; pipes ---------------------------------------------------------------------
+def _rabbitmq_lookalike() -> tuple[str, object]:
+    """A local HTTP server that answers like RabbitMQ's management API (no fakerabbit endpoints)."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/api/overview":
+                body, status = b'{"rabbitmq_version":"4.3.6","product_name":"RabbitMQ"}', 200
+            else:
+                body, status = b'{"error":"Object Not Found","reason":"Not Found"}', 404
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}", server
+
+
+def test_await_startup_refuses_a_real_rabbitmq_on_the_port() -> None:
+    import subprocess
+
+    url, server = _rabbitmq_lookalike()
+    try:
+        r = subprocess.run(
+            [*fakerabbit_command(), "ctl", "--management-url", url, "--timeout", "5", "await_startup"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.shutdown()  # type: ignore[attr-defined]
+    assert r.returncode == 69
+    assert "is not fakerabbit's (it says RabbitMQ 4.3.6): another broker holds that port" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_await_startup_refuses_the_live_rabbitmq() -> None:
+    import subprocess
+
+    from tests.realbrokers import real_brokers
+
+    live = [b for b in real_brokers() if b.management_up()]
+    if not live:
+        pytest.skip("no live RabbitMQ")
+    for b in live:
+        r = subprocess.run(
+            [*fakerabbit_command(), "ctl", "--management-url", b.management_url, "--timeout", "5", "await_startup"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 69, (b.label, r.stderr)
+        assert f"is not fakerabbit's (it says RabbitMQ {b.version})" in r.stderr
+
+
+def test_await_startup_accepts_fakerabbit(rabbit: FakeRabbit) -> None:
+    r = run_ctl(rabbit, "await_startup")
+    assert (r.returncode, r.stderr) == (0, "")
+
+
+def test_a_closed_pipe_is_not_a_traceback(rabbit: FakeRabbit) -> None:
+    import subprocess
+
+    def many() -> None:  # more output than a pipe holds, so the writer meets the closed pipe
+        v = rabbit.broker.vhosts["/"]
+        for i in range(4000):
+            name = f"queue-with-a-long-name-for-the-pipe-{i:05d}"
+            v.declare_queue(None, name, passive=False, durable=True, exclusive=False, auto_delete=False, arguments={})
+
+    rabbit.call(many)
+    cmd = [*fakerabbit_command(), "ctl", "--management-url", rabbit.management_url, "list_queues"]
+    cmd_text = " ".join(f"'{c}'" for c in cmd)
+    r = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f"{cmd_text} | head -1"], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert "BrokenPipe" not in r.stderr

@@ -1,5 +1,6 @@
-"""Management API harness: every test runs against fakerabbit's API and, when FAKERABBIT_REAL_URL is set and the
-local RabbitMQ's management plugin answers on port 15672, against RabbitMQ's.
+"""Management API harness: every test runs against fakerabbit's API and against the management API of every live
+broker configured in ``FAKERABBIT_REAL_URLS`` (or ``FAKERABBIT_REAL_URL``) whose management API is up (test ids
+``fake``, ``real-3.10``, ``real-4.0``, ``real-4.3``; see tests/realbrokers.py).
 
 Tests get an ``api`` (:class:`Api`): ``api.request(method, path, body)`` -> :class:`Answer`, ``api.name(...)`` for
 unique names (deleted afterwards on the real broker, which is shared), ``api.amqp_url`` for clients, and
@@ -11,8 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -20,31 +19,22 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import pytest
 
 from fakerabbit import FakeRabbit
+from tests.realbrokers import RealBroker, by_param, real_brokers
 
-REAL_URL = os.environ.get("FAKERABBIT_REAL_URL")
-REAL_MANAGEMENT_URL = os.environ.get("FAKERABBIT_REAL_MANAGEMENT_URL", "http://127.0.0.1:15672")
-
-
-def _real_management_up() -> bool:
-    parts = urlsplit(REAL_MANAGEMENT_URL)
-    try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 15672), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-REAL_AVAILABLE = bool(REAL_URL) and _real_management_up()
+REAL_BROKERS = tuple(b for b in real_brokers() if b.management_up())
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "api" in metafunc.fixturenames:
-        metafunc.parametrize("api", ["fake", "real"] if REAL_AVAILABLE else ["fake"], indirect=True)
+        fakes = ["fake"]
+        if getattr(metafunc.module, "FAKE_PROFILES", None):  # the fake also as older versions (per-version rules)
+            fakes += [f"fake-{v}" for v in metafunc.module.FAKE_PROFILES]
+        metafunc.parametrize("api", [*fakes, *(b.param for b in REAL_BROKERS)], indirect=True)
 
 
 @dataclass
@@ -101,8 +91,11 @@ def q(name: str) -> str:
 class Api:
     """One management API under test."""
 
-    def __init__(self, kind: str, base: str, amqp_url: str, fake: FakeRabbit | None) -> None:
+    def __init__(
+        self, kind: str, base: str, amqp_url: str, fake: FakeRabbit | None, real: RealBroker | None = None
+    ) -> None:
         self.kind = kind
+        self.real = real
         self.base = base
         self.amqp_url = amqp_url
         self.fake = fake
@@ -113,15 +106,41 @@ class Api:
     def is_fake(self) -> bool:
         return self.kind == "fake"
 
+    @property
+    def version(self) -> str:
+        """The RabbitMQ version the target behaves as (the fake's profile: 4.3 by default)."""
+        if self.real is not None:
+            return self.real.version
+        assert self.fake is not None
+        return self.fake.broker.profile.server_version
+
+    def at_least(self, version: str) -> bool:
+        """Does the target behave as RabbitMQ ``version`` or later?"""
+        have = tuple(int(x) for x in self.version.split(".")[:2])
+        return have >= tuple(int(x) for x in version.split(".")[:2])
+
     def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Answer:
         return http(self.base, method, path, body, **kw)
 
     def name(self, base: str = "q", kind: str = "queues") -> str:
         """A unique name; the object (``queues``, ``exchanges``, ``policies``, ``operator-policies``,
-        ``vhosts``) is deleted after the test on the real broker."""
+        ``vhosts``, ``users``) is deleted after the test on the real broker."""
         n = self.prefix + base
-        self._cleanup.append(f"/api/{kind}/{n}" if kind == "vhosts" else f"/api/{kind}/%2F/{q(n)}")
+        self._cleanup.append(f"/api/{kind}/{q(n)}" if kind in ("vhosts", "users") else f"/api/{kind}/%2F/{q(n)}")
         return n
+
+    def user(self, tags: str, *, vhost_permissions: tuple[str, str, str] | None = None) -> tuple[str, str]:
+        """A new user with ``tags`` (comma-separated), optionally with permissions on ``/``; returns
+        (name, password) for ``auth=``. Deleted after the test."""
+        name = self.name(f"u-{tags.replace(',', '-') or 'none'}-{uuid.uuid4().hex[:4]}", "users")
+        answer = self.request("PUT", f"/api/users/{q(name)}", {"password": "pw", "tags": tags})
+        assert answer.status == 201, answer.text
+        if vhost_permissions is not None:
+            conf, write, read = vhost_permissions
+            perms = {"configure": conf, "write": write, "read": read}
+            answer = self.request("PUT", f"/api/permissions/%2F/{q(name)}", perms)
+            assert answer.status == 201, answer.text
+        return name, "pw"
 
     def poll(self, fetch: Callable[[], Answer], until: Callable[[Answer], bool], timeout: float = 30.0) -> Answer:
         """``fetch()`` until ``until(answer)`` (the real API's stats lag); returns the last answer."""
@@ -149,13 +168,14 @@ class Api:
 
 @pytest.fixture
 def api(request: pytest.FixtureRequest) -> Iterator[Api]:
-    if request.param == "real":
+    if request.param.startswith("real-"):
         if request.node.get_closest_marker("fake_only"):
             pytest.skip("fakerabbit-specific behaviour")
-        assert REAL_URL
-        target = Api("real", REAL_MANAGEMENT_URL, REAL_URL, None)
+        real = by_param(request.param)
+        target = Api("real", real.management_url, real.url, None, real)
         yield target
         target.cleanup()
         return
-    with FakeRabbit(management=True) as rabbit:
+    version = request.param.partition("-")[2] or None
+    with FakeRabbit(management=True, rabbitmq_version=version) as rabbit:
         yield Api("fake", rabbit.management_url, rabbit.url, rabbit)

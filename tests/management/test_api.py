@@ -20,8 +20,11 @@ def test_missing_credentials_get_401_with_a_basic_challenge(api: Api) -> None:
 
 def test_wrong_password_gets_login_failed(api: Api) -> None:
     a = api.request("GET", "/api/queues", auth=("guest", "not-the-password"))
-    assert (a.status, a.body) == (401, {"error": "not_authorized", "reason": "Login failed"})
-    assert "www-authenticate" in a.headers
+    reason = "Not_Authorized" if api.at_least("4.0") else "Login failed"  # live 4.0.5/4.3.6 vs 3.10.8
+    assert (a.status, a.body) == (401, {"error": "not_authorized", "reason": reason})
+    # the challenge comes with a failed login on 3.10.8 only; 4.x sends it when credentials are missing
+    assert ("www-authenticate" in a.headers) == (not api.at_least("4.0"))
+    assert "www-authenticate" in api.request("GET", "/api/queues", auth=None).headers
 
 
 def test_unknown_path_is_404_object_not_found(api: Api) -> None:
@@ -145,9 +148,13 @@ def test_quorum_queue_counts_held_dead_letters_in_messages(api: Api) -> None:
     api.request("PUT", f"/api/queues/%2F/{q(name)}", {"durable": True, "arguments": args})
     for i in range(2):
         api.request("POST", "/api/exchanges/%2F/amq.default/publish", _msg(name, f"m{i}", expiration="0"))
-    body = api.queue(name, lambda b: b.get("messages_dlx") == 2)
+    body = api.queue(name, lambda b: b.get("messages_dlx") == 2 and "messages" in b)
     assert (body["messages"], body["messages_ready"], body["messages_unacknowledged"]) == (2, 0, 0)
-    assert (body["messages_dlx"], body["message_bytes_dlx"], body["message_bytes"]) == (2, 4, 4)
+    assert body["messages_dlx"] == 2
+    if api.is_fake or not api.at_least("4.3"):
+        # live 4.3.6 counts 12 bytes here (per-message overhead in quorum byte counts): a known difference,
+        # recorded in notes/rabbitmq-4.x-observed-mgmt.md
+        assert (body["message_bytes_dlx"], body["message_bytes"]) == (4, 4)
     assert api.request("DELETE", f"/api/queues/%2F/{q(name)}/contents").status == 204
     assert api.queue(name, lambda b: b.get("messages_dlx") == 2)["messages"] == 2
 
@@ -187,7 +194,10 @@ def test_publish_errors(api: Api) -> None:
     assert (a.status, a.reason) == (400, ["not_int", "delivery_mode"])
     missing = api.prefix + "nox"
     a = api.request("POST", f"/api/exchanges/%2F/{q(missing)}/publish", _msg("k", "x"))
-    assert (a.status, a.reason) == (400, f"404 NOT_FOUND - no exchange '{missing}' in vhost '/'")
+    if api.at_least("4.0"):  # live 4.0.5 and 4.3.6
+        assert (a.status, a.body) == (404, {"error": "not_found", "reason": "exchange_not_found"})
+    else:
+        assert (a.status, a.reason) == (400, f"404 NOT_FOUND - no exchange '{missing}' in vhost '/'")
 
 
 def test_get_requeue_keeps_messages_and_marks_them_redelivered(api: Api) -> None:
@@ -249,10 +259,13 @@ def test_get_errors(api: Api) -> None:
     a = api.request(
         "POST", f"/api/queues/%2F/{q(missing)}/get", {"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"}
     )
-    assert (a.status, a.body) == (
-        404,
-        {"error": "not_found", "reason": f"NOT_FOUND - no queue '{missing}' in vhost '/'"},
-    )
+    if api.at_least("4.0"):  # live 4.0.5 and 4.3.6
+        assert (a.status, a.body) == (404, {"error": "not_found", "reason": "queue_not_found"})
+    else:
+        assert (a.status, a.body) == (
+            404,
+            {"error": "not_found", "reason": f"NOT_FOUND - no queue '{missing}' in vhost '/'"},
+        )
 
 
 # -- exchanges ---------------------------------------------------------------------------------------------------------
@@ -535,13 +548,17 @@ def test_definitions_import_and_export(api: Api) -> None:
         "global_parameters",
         "topic_permissions",
     } <= set(exported)
-    assert [_plain(x) for x in exported["queues"] if x["name"] == qn] == defs["queues"]
-    assert [x for x in exported["exchanges"] if x["name"] == xn] == defs["exchanges"]
+    typed = [{**defs["queues"][0], "type": "classic"}] if api.at_least("4.3") else defs["queues"]  # live 4.3.6
+    assert [_plain(x) for x in exported["queues"] if x["name"] == qn] == typed
+    xdefs = defs["exchanges"]
+    if api.at_least("4.3"):  # live 4.3.6 leaves out "internal": false
+        xdefs = [{k: v for k, v in xdefs[0].items() if k != "internal"}]
+    assert [x for x in exported["exchanges"] if x["name"] == xn] == xdefs
     assert [x for x in exported["bindings"] if x["source"] == xn] == defs["bindings"]
     assert [x for x in exported["policies"] if x["name"] == pn] == defs["policies"]
     vhost_only = api.request("GET", "/api/definitions/%2F").body
     assert [_plain(x) for x in vhost_only["queues"] if x["name"] == qn] == [
-        {k: v for k, v in defs["queues"][0].items() if k != "vhost"}
+        {k: v for k, v in typed[0].items() if k != "vhost"}
     ]
 
 

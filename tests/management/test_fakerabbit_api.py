@@ -232,11 +232,11 @@ def test_keep_alive_serves_several_requests_on_one_socket(rabbit: FakeRabbit) ->
 
 
 def test_head_chunked_and_expect_continue(rabbit: FakeRabbit) -> None:
-    head = _raw(rabbit, b"HEAD /api/overview HTTP/1.1\r\nConnection: close\r\n" + AUTH + b"\r\n")
+    head = _raw(rabbit, b"HEAD /api/overview HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + AUTH + b"\r\n")
     assert head.startswith(b"HTTP/1.1 200 ") and head.endswith(b"\r\n\r\n")
     body = b'{"durable": true}'
     chunked = (
-        b"PUT /api/queues/%2F/chunky HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n"
+        b"PUT /api/queues/%2F/chunky HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n"
         + AUTH
         + b"\r\n"
         + f"{len(body):x}\r\n".encode()
@@ -246,7 +246,7 @@ def test_head_chunked_and_expect_continue(rabbit: FakeRabbit) -> None:
     assert _raw(rabbit, chunked).startswith(b"HTTP/1.1 201 ")
     assert rabbit.queue("chunky").durable
     expect = (
-        b"PUT /api/queues/%2F/expecting HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n"
+        b"PUT /api/queues/%2F/expecting HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n"
         b"Connection: close\r\n" + AUTH + b"\r\n{}"
     )
     answer = _raw(rabbit, expect)
@@ -255,7 +255,7 @@ def test_head_chunked_and_expect_continue(rabbit: FakeRabbit) -> None:
 
 def test_http_1_0_closes_after_the_answer(rabbit: FakeRabbit) -> None:
     answer = _raw(rabbit, b"GET /api/whoami HTTP/1.0\r\n" + AUTH + b"\r\n")
-    assert answer.startswith(b"HTTP/1.1 200 ") and b"connection: close" in answer
+    assert answer.startswith(b"HTTP/1.1 200 ") and b"connection: close" in answer.lower()
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {"name": "guest", "tags": ["administrator"]}
 
 
