@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from fakerabbit.broker.broker import Broker
+from fakerabbit.broker.delayed import DEFAULT_PLUGINS
 from fakerabbit.clock import FollowingClock, SystemClock, VirtualClock, use_real_time
 from fakerabbit.protocol.alarms import ResourceAlarms
 from fakerabbit.testing.api import TestingAPI
@@ -135,6 +136,9 @@ class FakeRabbit(TestingAPI):
         memory_high_watermark: bytes of message bodies held (ready + unacknowledged) above which the memory alarm
             goes off: publishing connections are blocked (``connection.blocked``) until usage drops below it.
             ``None`` (default): never.
+        plugins: the RabbitMQ plugins that are enabled, by their RabbitMQ names. The default,
+            ``("rabbitmq_delayed_message_exchange",)``, gives the ``x-delayed-message`` exchange type;
+            ``plugins=()`` turns it off (declaring one is then the unknown-type error). See ``docs/delayed.md``.
     """
 
     def __init__(
@@ -152,6 +156,7 @@ class FakeRabbit(TestingAPI):
         memory_high_watermark: int | None = None,
         management: bool = False,
         management_port: int = 0,
+        plugins: Iterable[str] = DEFAULT_PLUGINS,
     ) -> None:
         self.host = host
         self._requested_port = port
@@ -163,6 +168,7 @@ class FakeRabbit(TestingAPI):
             users=users if users is not None else {"guest": "guest"},
             vhosts=vhosts,
             dead_lettering=dead_lettering,
+            plugins=plugins,
         )
         if dead_letter_retry_interval <= 0:
             raise ValueError("dead_letter_retry_interval must be positive")

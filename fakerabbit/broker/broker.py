@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 from fakerabbit.broker import errors
 from fakerabbit.broker.auth import Auth
 from fakerabbit.broker.deadletter import DeadLetters
+from fakerabbit.broker.delayed import DEFAULT_PLUGINS, check_plugins
+from fakerabbit.broker.delayed import PLUGIN as DELAYED_PLUGIN
+from fakerabbit.broker.delayed import TYPE as DELAYED_TYPE
 from fakerabbit.broker.events import EventLog
 from fakerabbit.broker.policy import Policy, PolicyError, validate_policy
 from fakerabbit.broker.profile import Profile, get_profile
@@ -57,9 +60,16 @@ class Broker:
         users: dict[str, str] | None = None,
         vhosts: Iterable[str] = ("/",),
         dead_lettering: bool = True,
+        plugins: Iterable[str] = DEFAULT_PLUGINS,
     ) -> None:
         self.clock = clock
         self.profile: Profile = get_profile(rabbitmq_version)
+        #: The enabled plugins that add broker behaviour (``rabbitmq_delayed_message_exchange``).
+        self.plugins: frozenset[str] = check_plugins(plugins)
+        #: The exchange types a declare accepts: the profile's, and those of the enabled plugins.
+        self.exchange_types: tuple[str, ...] = self.profile.exchange_types + (
+            (DELAYED_TYPE,) if DELAYED_PLUGIN in self.plugins else ()
+        )
         self.dead_lettering = dead_lettering
         #: ``dead_letter_worker_publisher_confirm_timeout``: how often a quorum queue's at-least-once
         #: dead-letter worker retries the messages it could not deliver (180 s, as RabbitMQ).

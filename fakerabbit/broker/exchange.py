@@ -1,5 +1,6 @@
-"""Exchanges, bindings and routing (direct, fanout, topic, headers, the default exchange, and RabbitMQ's own
-``x-local-random`` (4.0+) and ``x-modulus-hash`` (4.3+))."""
+"""Exchanges, bindings and routing (direct, fanout, topic, headers, the default exchange, RabbitMQ's own
+``x-local-random`` (4.0+) and ``x-modulus-hash`` (4.3+), and the plugin type ``x-delayed-message``, which routes
+as its ``x-delayed-type`` once a message is due: see :mod:`fakerabbit.broker.delayed`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class ExchangeType(StrEnum):
     HEADERS = "headers"
     LOCAL_RANDOM = "x-local-random"
     MODULUS_HASH = "x-modulus-hash"
+    DELAYED = "x-delayed-message"
 
 
 #: ``rabbit_exchange_type_modulus_hash``'s hash range (2^27).
@@ -116,6 +118,17 @@ class Exchange:
     _seq: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
     _next_seq: int = field(default=0, repr=False, compare=False)
     _by_dest: dict[tuple[str, str], list[Binding]] = field(default_factory=dict, repr=False, compare=False)
+    #: The type whose rules match and validate bindings: ``type``, except for an ``x-delayed-message`` exchange,
+    #: which routes as its ``x-delayed-type`` (``rabbit_exchange_type_delayed_message`` proxies to that module).
+    route_type: str = field(default="", init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.route_type = self.type
+        if self.type == ExchangeType.DELAYED:
+            dt = self.arguments.get("x-delayed-type")
+            if dt is not None and isinstance(dt[1], str | bytes):
+                v = dt[1]
+                self.route_type = v if isinstance(v, str) else v.decode("utf-8", "surrogateescape")
 
     @property
     def alternate_exchange(self) -> str | None:
@@ -132,7 +145,7 @@ class Exchange:
         self._next_seq = seq + 1
         self._seq[id(b)] = seq
         self._by_dest.setdefault((b.destination_kind, b.destination), []).append(b)
-        if self.type == ExchangeType.TOPIC:
+        if self.route_type == ExchangeType.TOPIC:
             if self._topic is None:
                 self._topic = TopicTrie()
             self._topic.add(b.routing_key, seq, b)
@@ -182,7 +195,7 @@ class Exchange:
 
     def match(self, routing_keys: Sequence[str], headers: Table | None) -> list[Binding]:
         """Bindings of this exchange that the message matches (duplicates possible)."""
-        t = self.type
+        t = self.route_type
         if t == ExchangeType.FANOUT:
             return list(self.bindings)
         if t == ExchangeType.DIRECT:

@@ -126,6 +126,10 @@ class Profile:
     #: 4.x: a refused resource access names the permission (``ACCESS_REFUSED - read access to queue 'q' in
     #: vhost '/' refused for user 'u'``); 3.x says ``access to queue …`` (checked live on 3.10.8, 4.0.5, 4.3.6).
     access_refused_names_permission: bool = False
+    #: 3.13+: messages are message containers (``mc``). Plugins built on them read typed ``x-`` headers through
+    #: ``mc:x_header`` and add ``x-`` annotations that are delivered as ``long`` headers (the delayed-message
+    #: exchange's ``x-delay``: see fakerabbit/broker/delayed.py).
+    message_containers: bool = False
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -255,6 +259,7 @@ _P313: Final = replace(
     keep_cc_with_dlrk=True,
     client_x_death="parse",
     x_death_mc_order=True,
+    message_containers=True,
     normalise_expiration=True,
     delivery_count_header_from_zero=False,
     operator_policy_keys=_OPERATOR_KEYS_313,

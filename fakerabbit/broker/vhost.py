@@ -12,6 +12,7 @@ from fakerabbit.broker.arguments import (
     validate_new_exchange,
     validate_new_queue,
 )
+from fakerabbit.broker.delayed import DelayedMessages, validate_declare
 from fakerabbit.broker.events import DEAD_LETTERED
 from fakerabbit.broker.exchange import Binding, Exchange, ExchangeType
 from fakerabbit.broker.fields import Table
@@ -33,6 +34,8 @@ _PREDECLARED = (
 
 RESERVED_TEXT = "{kind} name '{name}' contains reserved prefix 'amq.*'"
 
+_DELAYED = ExchangeType.DELAYED.value
+
 #: Exchange types that route on every routing key of a message (the CC and BCC keys too).
 _ALL_KEYS_TYPES = frozenset({"direct", "topic", "x-modulus-hash"})
 
@@ -49,6 +52,8 @@ class Vhost:
         self.policies: dict[str, Policy] = {}
         self.operator_policies: dict[str, Policy] = {}
         self._pseudo: dict[str, Queue] = {}
+        #: Messages the delayed-message exchanges of this vhost hold (fakerabbit/broker/delayed.py).
+        self.delayed = DelayedMessages(self)
         self.reset()
 
     def reset(self) -> None:
@@ -57,6 +62,7 @@ class Vhost:
         self.queues.clear()
         self.policies.clear()
         self.operator_policies.clear()
+        self.delayed.clear()
         self.exchanges = {"": Exchange("", "direct")}
         for name, type_, internal in _PREDECLARED:
             self.exchanges[name] = Exchange(name, type_, internal=internal)
@@ -113,7 +119,7 @@ class Vhost:
                 raise errors.AccessRefused("operation not permitted on the default exchange")
             return self.get_exchange(name)
         profile = self.broker.profile
-        if type_ not in profile.exchange_types:
+        if type_ not in self.broker.exchange_types:
             # rabbit_exchange:check_type/1 says "invalid" for a name that is an atom in the VM (always so for '')
             text = "invalid exchange type ''" if type_ == "" else f"unknown exchange type '{type_}'"
             if profile.unknown_exchange_type_is_channel_error:  # 3.13.3+ (rabbitmq-server #11214)
@@ -148,6 +154,8 @@ class Vhost:
         if conn is not None and ae is not None:
             self.broker.auth.check(conn.user, self.name, "read", "exchange", name)
             self.broker.auth.check(conn.user, self.name, "write", "exchange", str(ae[1]))
+        if type_ == ExchangeType.DELAYED:  # the type module's validate/1, in rabbit_exchange:declare
+            validate_declare(arguments, self.broker.exchange_types, profile)
         x = Exchange(name, type_, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments)
         self.exchanges[name] = x
         self.broker.events.emit("exchange-declared", None, exchange=name)
@@ -225,9 +233,9 @@ class Vhost:
             self.get_queue(destination, conn)
         else:
             self.get_exchange(destination)
-        if x.type == "headers":
+        if x.route_type == "headers":
             _validate_x_match(arguments)
-        elif x.type == ExchangeType.LOCAL_RANDOM:
+        elif x.route_type == ExchangeType.LOCAL_RANDOM:
             self._validate_local_random_binding(kind, destination, routing_key)
         x.add_binding(Binding(source, destination, kind, routing_key, arguments))
 
@@ -403,9 +411,13 @@ class Vhost:
                     if q is not None:
                         found.setdefault(key, q)
                 continue
-            keys = msg.routing_keys if ex.type in _ALL_KEYS_TYPES else msg.routing_keys[:1]
-            # Only a headers exchange reads the headers (decoding them, or building a dead-lettered copy's).
-            matched = ex.match(keys, msg.props.headers if ex.type == "headers" else None)
+            t = ex.route_type
+            if ex.type == _DELAYED and self.delayed.hold(ex, msg):
+                matched = []  # an x-delayed-message exchange keeps it for later: nowhere now (alternates do apply)
+            else:
+                keys = msg.routing_keys if t in _ALL_KEYS_TYPES else msg.routing_keys[:1]
+                # Only a headers exchange reads the headers (decoding them, or building a dead-lettered copy's).
+                matched = ex.match(keys, msg.props.headers if t == "headers" else None)
             if not matched:
                 ae_name = self.alternate_exchange(ex)
                 ae = self.exchanges.get(ae_name) if ae_name is not None else None
