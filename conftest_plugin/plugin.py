@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from fakerabbit.broker.delayed import DEFAULT_PLUGINS, check_plugins
 from fakerabbit.broker.profile import get_profile
 from fakerabbit.clock import VirtualClock
 from fakerabbit.server import AnyClock, FakeRabbit
@@ -32,7 +33,7 @@ MARKER = "fakerabbit"
 MARKER_HELP = (
     "fakerabbit(rabbitmq_version=None, users=None, vhosts=None, start_time=None, clock=None, "
     "dead_lettering=True, dead_letter_retry_interval=None, memory_high_watermark=None, management=False, "
-    "check_problems=None, fake_only=False): configure the fakerabbit fixture for one test"
+    "check_problems=None, fake_only=False, plugins=None): configure the fakerabbit fixture for one test"
 )
 _MARKER_KEYS = frozenset(
     {
@@ -47,6 +48,7 @@ _MARKER_KEYS = frozenset(
         "management",
         "check_problems",
         "fake_only",
+        "plugins",
     }
 )
 _STASH = pytest.StashKey["FakeRabbitSession"]()
@@ -203,6 +205,7 @@ class FakeRabbitSettings:
     management: bool = False
     check_problems: bool = True
     fake_only: bool = False
+    plugins: tuple[str, ...] = DEFAULT_PLUGINS
     real_url: str | None = None
     real_wait: bool = False
     management_url: str | None = None
@@ -285,6 +288,13 @@ class FakeRabbitSettings:
                         f"@pytest.mark.fakerabbit: memory_high_watermark must be bytes (an int >= 0), not {value!r}"
                     )
                 changes[key] = value
+            elif key == "plugins":
+                names = (value,) if isinstance(value, str) else tuple(value)
+                try:
+                    check_plugins(names)
+                except ValueError as exc:
+                    raise MarkerError(f"@pytest.mark.fakerabbit: {exc}") from None
+                changes[key] = names
             elif key == "rabbitmq_version":
                 try:
                     get_profile(str(value))
@@ -307,6 +317,7 @@ class FakeRabbitSettings:
             self.dead_letter_retry_interval,
             self.memory_high_watermark,
             self.management,
+            self.plugins,
         )
 
 
@@ -354,6 +365,7 @@ class FakeRabbitSession:
                 dead_letter_retry_interval=settings.dead_letter_retry_interval,
                 memory_high_watermark=settings.memory_high_watermark,
                 management=settings.management,
+                plugins=settings.plugins,
             ).start()
             self.servers[key] = rabbit
         return rabbit

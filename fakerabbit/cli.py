@@ -14,6 +14,7 @@ from collections.abc import Coroutine
 from dataclasses import replace
 from typing import Any
 
+from fakerabbit.broker.delayed import DEFAULT_PLUGINS, KNOWN_PLUGINS, check_plugins
 from fakerabbit.broker.errors import AMQPError
 from fakerabbit.broker.policy import PolicyError
 from fakerabbit.broker.profile import ACCEPTED_VERSIONS, get_profile
@@ -57,6 +58,15 @@ def _version(value: str) -> str:
     return value
 
 
+def _plugins(value: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    try:
+        check_plugins(names)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return names
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fakerabbit", description="A fake RabbitMQ for test suites.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="port of the RabbitMQ-compatible management HTTP API (default 15672; 0 picks a free one)",
     )
     serve.add_argument("--no-management", action="store_true", help="do not serve the management HTTP API")
+    serve.add_argument(
+        "--plugins",
+        type=_plugins,
+        default=DEFAULT_PLUGINS,
+        metavar="NAME,...",
+        help=f"the RabbitMQ plugins enabled, comma-separated ('' for none); known: {', '.join(KNOWN_PLUGINS)} "
+        f"(the x-delayed-message exchange type). Default: {','.join(DEFAULT_PLUGINS)}",
+    )
     serve.add_argument(
         "--definitions",
         default=None,
@@ -167,6 +185,7 @@ async def _serve(args: argparse.Namespace) -> int:
         management=not args.no_management,
         management_port=args.management_port,
         dead_letter_retry_interval=args.dead_letter_retry_interval,
+        plugins=args.plugins,
     )
     try:
         await rabbit.start_async()

@@ -134,9 +134,10 @@ def read_delay(field: Field | None, profile: Profile) -> int | None:
             raise _Crash(f"binary_to_integer({raw!r})")
         return int(raw)
     if tag in "fd":
-        if not math.isfinite(value):
+        number = float(value)
+        if not math.isfinite(number):
             raise _Crash(f"trunc({value!r})")
-        return int(math.trunc(value))
+        return math.trunc(number)
     if tag in (_CRASH_TAGS_MC if mc else _CRASH_TAGS_310):
         raise _Crash(f"x-delay of type {tag!r}")
     return None
@@ -184,6 +185,10 @@ class DelayedMessages:
     def count(self, exchange: str) -> int:
         """``messages_delayed``: how many messages are pending for exchanges named ``exchange``."""
         return self._counts.get(exchange, 0)
+
+    def info(self, x: Exchange) -> int | None:
+        """The plugin's ``info/1`` for exchange ``x``: ``messages_delayed`` if it is a delayed exchange, else None."""
+        return self._counts.get(x.name, 0) if x.type == TYPE else None
 
     def pending(self, exchange: str | None = None) -> list[Pending]:
         """The pending messages (of ``exchange``, or all), in release order."""

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 _X_TYPE_DESCRIPTIONS = {
     "x-local-random": "Picks one random local binding (queue) to route via (to).",
     "x-modulus-hash": "Modulus Hashing Exchange",
+    "x-delayed-message": "Delayed Message Exchange.",  # the plugin's description/0
 }
 
 
@@ -87,7 +88,7 @@ def overview(ctx: Ctx) -> Response:
         {
             "management_version": version,
             "rates_mode": "none",
-            "exchange_types": _exchange_types(broker.profile.exchange_types),
+            "exchange_types": _exchange_types(broker.exchange_types),
             "product_version": version,
             "product_name": "RabbitMQ",
             "rabbitmq_version": version,

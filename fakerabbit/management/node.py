@@ -152,7 +152,7 @@ def _node_json(ctx: Ctx) -> dict[str, Any]:
         "log_files": ["<stdout>"],
         "db_dir": "",
         "config_files": [],
-        "enabled_plugins": ["rabbitmq_management"] if mgmt is not None else [],
+        "enabled_plugins": sorted(ctx.broker.plugins | ({"rabbitmq_management"} if mgmt is not None else set())),
         "cluster_links": [],
         "rabbitmq_version": version,
         "erlang_version": "26.2.5",

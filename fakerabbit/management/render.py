@@ -295,13 +295,18 @@ def queue_json(q: Queue, conns: Connections, unacked: dict[int, int], *, details
 
 
 # -- exchanges, bindings, policies -------------------------------------------------------------------------------------
-def exchange_json(x: Exchange, vhost: str) -> dict[str, Any]:
-    """``GET /api/exchanges`` item."""
-    return {
+def exchange_json(x: Exchange, vhost: str, messages_delayed: int | None = None) -> dict[str, Any]:
+    """``GET /api/exchanges`` item; ``messages_delayed`` for an ``x-delayed-message`` exchange (the plugin's
+    ``info/1``, which ``rabbit_exchange:info/1`` appends)."""
+    out: dict[str, Any] = {
         "arguments": table_json(x.arguments),
         "auto_delete": x.auto_delete,
         "durable": x.durable,
         "internal": x.internal,
+    }
+    if messages_delayed is not None:
+        out["messages_delayed"] = messages_delayed
+    return out | {
         "name": x.name,
         "type": str(x.type),
         "user_who_performed_action": "rmq-internal" if x.name in PREDECLARED else "",

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.broker import ConnectionInfo
+from fakerabbit.broker.exchange import Exchange
 from fakerabbit.broker.fields import FieldError
 from fakerabbit.broker.properties import PropertiesError, RawProperties, build_properties
 from fakerabbit.broker.queue import Queue
@@ -324,7 +325,7 @@ def _xname(ctx: Ctx) -> str:
 def list_exchanges(ctx: Ctx) -> Response:
     return listing(
         ctx,
-        (exchange_json(x, v.name) for v in vhosts_of(ctx) for x in sorted(v.exchanges.values(), key=lambda x: x.name)),
+        (_exchange_json(x, v) for v in vhosts_of(ctx) for x in sorted(v.exchanges.values(), key=lambda x: x.name)),
     )
 
 
@@ -333,9 +334,13 @@ def get_exchange(ctx: Ctx) -> Response:
     x = v.exchanges.get(_xname(ctx))
     if x is None:
         raise not_found()
-    out = exchange_json(x, v.name)
+    out = _exchange_json(x, v)
     out.update(incoming=[], outgoing=[])
     return json_response(200, out)
+
+
+def _exchange_json(x: Exchange, v: Vhost) -> dict[str, Any]:
+    return exchange_json(x, v.name, v.delayed.info(x))
 
 
 def put_exchange(ctx: Ctx) -> Response:
@@ -345,7 +350,7 @@ def put_exchange(ctx: Ctx) -> Response:
     type_ = body.get("type", "direct")
     if name == "" or name.startswith("amq."):
         raise access_refused()
-    if type_ not in v.broker.profile.exchange_types:
+    if type_ not in v.broker.exchange_types:
         # rabbit_exchange:check_type/1: "unknown" when no atom of that name exists in the node, "invalid" when one
         # does but names no exchange type - which depends on the node's history; a fresh node says "unknown"
         raise bad_request(f"unknown exchange type '{type_}'")

@@ -14,6 +14,7 @@ from fakerabbit.testing.events import Events
 from fakerabbit.testing.snapshots import (
     BindingSnapshot,
     ConnectionSnapshot,
+    DelayedMessageSnapshot,
     ExchangeSnapshot,
     QueueSnapshot,
 )
@@ -86,11 +87,21 @@ class TestingAPI:
 
         def snap() -> list[ExchangeSnapshot]:
             return [
-                ExchangeSnapshot.of(v.exchanges[n], v.name)
+                ExchangeSnapshot.of(v.exchanges[n], v.name, v.delayed.info(v.exchanges[n]) or 0)
                 for v in self._vhosts(vhost)
                 for n in sorted(v.exchanges)
                 if predeclared or not (n == "" or n.startswith("amq."))
             ]
+
+        return self._look(snap)
+
+    def delayed_messages(self, exchange: str | None = None, vhost: str | None = "/") -> list[DelayedMessageSnapshot]:
+        """The messages ``x-delayed-message`` exchanges hold (of ``exchange``, or all; in ``vhost``, or every
+        vhost if ``None``), in the order they will be released. See ``docs/delayed.md``."""
+
+        def snap() -> list[DelayedMessageSnapshot]:
+            of = DelayedMessageSnapshot.of
+            return [of(p, v.name) for v in self._vhosts(vhost) for p in v.delayed.pending(exchange)]
 
         return self._look(snap)
 

@@ -19,6 +19,7 @@ from fakerabbit.testing.xdeath import RoutingKeys, XDeath
 
 if TYPE_CHECKING:
     from fakerabbit.broker.broker import ConnectionInfo
+    from fakerabbit.broker.delayed import Pending
     from fakerabbit.broker.exchange import Binding, Exchange
     from fakerabbit.broker.message import Message
     from fakerabbit.broker.queue import Consumer, Queue
@@ -27,6 +28,7 @@ __all__ = [
     "BindingSnapshot",
     "ConnectionSnapshot",
     "ConsumerSnapshot",
+    "DelayedMessageSnapshot",
     "ExchangeSnapshot",
     "MessageSnapshot",
     "QueueSnapshot",
@@ -249,7 +251,11 @@ class QueueSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class ExchangeSnapshot:
-    """An exchange. ``name == ""`` is the default exchange."""
+    """An exchange. ``name == ""`` is the default exchange.
+
+    ``messages_delayed``: for an ``x-delayed-message`` exchange, how many messages it holds until they are due
+    (counted by exchange name, as the plugin counts them); 0 for other types.
+    """
 
     name: str
     vhost: str
@@ -258,6 +264,7 @@ class ExchangeSnapshot:
     auto_delete: bool
     internal: bool
     arguments: Mapping[str, Any]
+    messages_delayed: int = 0
 
     @property
     def alternate_exchange(self) -> str | None:
@@ -266,7 +273,7 @@ class ExchangeSnapshot:
         return ae if isinstance(ae, str) else None
 
     @classmethod
-    def of(cls, x: Exchange, vhost: str) -> ExchangeSnapshot:
+    def of(cls, x: Exchange, vhost: str, messages_delayed: int = 0) -> ExchangeSnapshot:
         return cls(
             name=x.name,
             vhost=vhost,
@@ -275,7 +282,33 @@ class ExchangeSnapshot:
             auto_delete=x.auto_delete,
             internal=x.internal,
             arguments=_frozen(table_to_python(x.arguments)),
+            messages_delayed=messages_delayed,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class DelayedMessageSnapshot:
+    """A message an ``x-delayed-message`` exchange holds (``rabbit.delayed_messages()``).
+
+    Attributes:
+        exchange: the delayed exchange that holds it.
+        vhost: its vhost.
+        delay_ms: the delay read from its ``x-delay`` header.
+        due_at: when it is released (routed by the exchange's ``x-delayed-type``).
+        message: the message as published (its ``x-delay`` header is rewritten on release).
+    """
+
+    exchange: str
+    vhost: str
+    delay_ms: int
+    due_at: datetime
+    message: MessageSnapshot
+
+    @classmethod
+    def of(cls, p: Pending, vhost: str) -> DelayedMessageSnapshot:
+        due = _ms_to_dt(p.due_ms)
+        assert due is not None
+        return cls(p.exchange.name, vhost, p.delay_ms, due, MessageSnapshot.build(p.msg, False, None, 0, 0))
 
 
 @dataclass(frozen=True, slots=True)
