@@ -58,12 +58,15 @@ _X_TYPE_DESCRIPTIONS = {
 
 
 def _exchange_types(types: tuple[str, ...]) -> list[dict[str, object]]:
-    """The profile's exchange types, AMQP ones first in name order, as ``/api/overview`` lists them."""
-    amqp = sorted(t for t in types if t not in _X_TYPE_DESCRIPTIONS)
+    """The node's exchange types in name order, as ``/api/overview`` lists them (``rabbit_mgmt_wm_overview`` sorts
+    the registry by name)."""
     return [
-        {"name": t, "description": f"AMQP {t} exchange, as per the AMQP specification", "enabled": True} for t in amqp
-    ] + [
-        {"name": t, "description": _X_TYPE_DESCRIPTIONS[t], "enabled": True} for t in types if t in _X_TYPE_DESCRIPTIONS
+        {
+            "name": t,
+            "description": _X_TYPE_DESCRIPTIONS.get(t, f"AMQP {t} exchange, as per the AMQP specification"),
+            "enabled": True,
+        }
+        for t in sorted(types)
     ]
 
 

@@ -36,7 +36,7 @@ def _request(base: str, method: str, path: str, body: Any = None) -> tuple[int, 
 
 @pytest.mark.parametrize("version", list(EXPECTED))
 def test_overview_exchange_types(version: str) -> None:
-    with FakeRabbit(rabbitmq_version=version, management=True) as rabbit:
+    with FakeRabbit(rabbitmq_version=version, management=True, plugins=()) as rabbit:  # as the live brokers
         assert rabbit.management is not None
         base = f"http://{rabbit.management.host}:{rabbit.management.port}"
         status, overview = _request(base, "GET", "/api/overview")
@@ -48,6 +48,26 @@ def test_overview_exchange_types(version: str) -> None:
                 assert status == 201
             else:
                 assert (status, body["reason"]) == (400, f"unknown exchange type '{type_}'")
+
+
+@pytest.mark.parametrize("version", list(EXPECTED))
+def test_overview_exchange_types_with_the_delayed_message_plugin(version: str) -> None:
+    """The plugin registers ``x-delayed-message`` (description ``Delayed Message Exchange.``); the list is sorted
+    by name, so it comes before RabbitMQ's own ``x-`` types (rabbitmq-delayed-message-exchange's source)."""
+    with FakeRabbit(rabbitmq_version=version, management=True) as rabbit:
+        assert rabbit.management is not None
+        base = f"http://{rabbit.management.host}:{rabbit.management.port}"
+        status, overview = _request(base, "GET", "/api/overview")
+        assert status == 200
+        expected = sorted([*EXPECTED[version], "x-delayed-message"])
+        assert [t["name"] for t in overview["exchange_types"]] == expected
+        assert {"name": "x-delayed-message", "description": "Delayed Message Exchange.", "enabled": True} in overview[
+            "exchange_types"
+        ]
+        body = {"type": "x-delayed-message", "arguments": {"x-delayed-type": "topic"}}
+        assert _request(base, "PUT", "/api/exchanges/%2F/mine-delayed", body)[0] == 201
+        status, body = _request(base, "PUT", "/api/exchanges/%2F/bad-delayed", {"type": "x-delayed-message"})
+        assert (status, body["reason"]) == (400, "Invalid argument, 'x-delayed-type' must be an existing exchange type")
 
 
 @pytest.mark.parametrize("broker", real_brokers(), ids=lambda b: b.param)
