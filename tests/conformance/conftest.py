@@ -166,7 +166,9 @@ def broker(request: pytest.FixtureRequest) -> Iterator[Target]:
         yield target
         target.cleanup()
         return
-    with FakeRabbit(rabbitmq_version=profile) as rabbit:
+    plugins = request.node.get_closest_marker("fake_plugins")
+    options = {"plugins": plugins.args[0]} if plugins is not None else {}
+    with FakeRabbit(rabbitmq_version=profile, **options) as rabbit:
         yield Target("fake", rabbit.url, rabbit)
 
 
