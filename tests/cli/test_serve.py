@@ -172,3 +172,37 @@ def test_dead_letter_retry_interval() -> None:
     finally:
         s.proc.terminate()
         assert s.proc.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("plugins", [None, ""])
+def test_plugins_option_switches_the_delayed_exchange(plugins: str | None) -> None:
+    """The delayed-message exchange is on by default; ``--plugins ''`` turns it off (the unknown-type 406)."""
+    s = serve("--clock", "virtual", *(["--plugins", plugins] if plugins is not None else []))
+    try:
+        conn = pika.BlockingConnection(pika.URLParameters(s.amqp_url))
+        ch = conn.channel()
+        declare = lambda: ch.exchange_declare("dx", "x-delayed-message", arguments={"x-delayed-type": "fanout"})  # noqa: E731
+        if plugins is None:
+            declare()
+            overview = http(s.management_url, "GET", "/api/overview").body
+            assert "x-delayed-message" in [t["name"] for t in overview["exchange_types"]]
+            conn.close()
+        else:
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
+                declare()
+            assert (exc.value.reply_code, exc.value.reply_text) == (
+                406,
+                "PRECONDITION_FAILED - unknown exchange type 'x-delayed-message'",
+            )
+            conn.close()
+    finally:
+        s.proc.terminate()
+        assert s.proc.wait(timeout=10) == 0
+
+
+def test_unknown_plugin_is_refused() -> None:
+    proc = subprocess.run(
+        [*fakerabbit_command(), "serve", "--plugins", "rabbitmq_shovel"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert "unknown plugin(s) rabbitmq_shovel" in proc.stderr
