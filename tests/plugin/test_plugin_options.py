@@ -103,6 +103,31 @@ def test_bad_per_test_options_fail_the_test_clearly(run) -> None:  # type: ignor
     assert "@pytest.mark.fakerabbit: unsupported RabbitMQ version '9.9'; accepted: 3.10, 3.11" in out
 
 
+def test_plugins_marker(run) -> None:  # type: ignore[no-untyped-def]
+    result = run(
+        """
+        import pytest
+
+        def test_default_has_the_delayed_exchange(fakerabbit):
+            assert "x-delayed-message" in fakerabbit.broker.exchange_types
+
+        @pytest.mark.fakerabbit(plugins=())
+        def test_off(fakerabbit):
+            assert "x-delayed-message" not in fakerabbit.broker.exchange_types
+
+        @pytest.mark.fakerabbit(plugins="rabbitmq_delayed_message_exchange")
+        def test_named(fakerabbit):
+            assert fakerabbit.broker.plugins == {"rabbitmq_delayed_message_exchange"}
+
+        @pytest.mark.fakerabbit(plugins=["rabbitmq_shovel"])
+        def test_unknown(fakerabbit):
+            pass
+        """
+    )
+    result.assert_outcomes(passed=3, errors=1)
+    assert "@pytest.mark.fakerabbit: unknown plugin(s) rabbitmq_shovel" in result.stdout.str()
+
+
 def test_unknown_version_option_errors_once_at_session_start(run) -> None:  # type: ignore[no-untyped-def]
     source = "\n".join(f"def test_{i}(fakerabbit):\n    pass\n" for i in range(5))
     result = run(source, "--fakerabbit-version=9.9")
