@@ -185,6 +185,9 @@ class RealRabbit:
     def bindings(self, *args: Any, **kwargs: Any) -> NoReturn:
         skip_fake_only("rabbit.bindings()")
 
+    def delayed_messages(self, *args: Any, **kwargs: Any) -> NoReturn:
+        skip_fake_only("rabbit.delayed_messages()")
+
     def connections(self) -> list[ConnectionSnapshot]:
         """The test's open connections, as the proxy saw their ``connection.start-ok`` and ``open``."""
         return self._links("rabbit.connections()").connections()
