@@ -23,6 +23,8 @@ kind                        details
                             its discards buffer
 ``dead-letter-held``        ``queue``, ``reason``, ``why``: the at-least-once worker could not deliver it (DLX
                             missing, no queue to route to, dead-letter cycle, refused by a target); it is retried
+``delayed``                 ``exchange``, ``delay_ms``, ``due_ms``: an ``x-delayed-message`` exchange holds it
+``delay-released``          ``exchange``, ``queues``: it fell due and was routed (docs/delayed.md)
 ==========================  ==================================================================================
 
 plus topology and connection events without a message (``queue-declared``, ``queue-deleted``,
@@ -58,6 +60,8 @@ MESSAGE_KINDS = (
     "dead-letter-buffered",
     "dead-letter-held",
     "dropped",
+    "delayed",
+    "delay-released",
 )
 
 
