@@ -93,8 +93,8 @@ class _Crash(Exception):
 
 
 def check_plugins(plugins: Iterable[str]) -> frozenset[str]:
-    """The enabled plugins, checked: ``ValueError`` names an unknown one."""
-    enabled = frozenset(plugins)
+    """The enabled plugins, checked: ``ValueError`` names an unknown one. A single name may be given as a string."""
+    enabled = frozenset((plugins,) if isinstance(plugins, str) else plugins)
     unknown = sorted(enabled - set(KNOWN_PLUGINS))
     if unknown:
         raise ValueError(f"unknown plugin(s) {', '.join(unknown)}; fakerabbit has: {', '.join(KNOWN_PLUGINS)}")

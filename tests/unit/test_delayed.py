@@ -163,6 +163,7 @@ def test_plugin_off_refuses_the_type_as_an_unknown_one() -> None:
         assert e.value.explanation == "unknown exchange type 'x-delayed-message'"
     with pytest.raises(ValueError, match="unknown plugin"):
         Broker(clock, plugins=["rabbitmq_shovel"])
+    assert Broker(clock, plugins="rabbitmq_delayed_message_exchange").plugins == {"rabbitmq_delayed_message_exchange"}
 
 
 # -- timing ----------------------------------------------------------------------------------------------------------
