@@ -69,6 +69,12 @@ class Profile:
     #: and the ``delivery-limit`` policy accepts negative integers (4.x). Before, the policy must be ≥ 0.
     negative_delivery_limit_unlimited: bool
 
+    # -- consumers ------------------------------------------------------------------------------------------
+    #: ``basic.qos`` with ``global=true`` limits the whole channel (≤4.2). From 4.3.0 the deprecated feature
+    #: ``global_qos`` is ``denied_by_default``: rabbit_channel handles it as ``global=false`` (a per-consumer
+    #: prefetch for consumers started later; quorum queues consume on such a channel). Live 4.0.5 vs 4.3.6.
+    global_qos: bool
+
     # -- policies (spec L) --------------------------------------------------------------------------------
     #: POL-3: keys an operator policy may contain.
     operator_policy_keys: frozenset[str]
@@ -196,6 +202,7 @@ _P310: Final = Profile(
     acquired_count_header=False,
     delivery_count_header_from_zero=True,
     negative_delivery_limit_unlimited=False,
+    global_qos=True,
     operator_policy_keys=_OPERATOR_KEYS_312,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     unsupported_classic_policy_keys=_UNSUPPORTED_CLASSIC,
@@ -245,6 +252,7 @@ _P43: Final = replace(
     server_version="4.3.0",
     delivery_limit_counter="failed",
     acquired_count_header=True,
+    global_qos=False,
     # Permitted on purpose (docs/compatibility.md): RabbitMQ gates this deprecated feature by node
     # configuration (``deprecated_features.permit.transient_nonexcl_queues``), and test suites declare such
     # queues everywhere.

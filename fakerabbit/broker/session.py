@@ -220,7 +220,7 @@ class Session:
     def qos(self, prefetch_size: int, prefetch_count: int, global_: bool) -> None:
         if prefetch_size != 0:
             raise errors.NotImplemented_(f"prefetch_size!=0 ({prefetch_size})")
-        if global_:
+        if global_ and self.broker.profile.global_qos:
             self.global_prefetch = prefetch_count
         else:
             # rabbit_channel: a per-consumer qos also lifts the channel-wide limit (rabbit_limiter:unlimit_prefetch)

@@ -136,13 +136,46 @@ def test_global_prefetch_is_shared_by_the_channel(broker: Target, conn: Any) -> 
     got: list[int] = []
     ch.basic_consume(q1, lambda c, m, p, b: got.append(m.delivery_tag))
     ch.basic_consume(q2, lambda c, m, p, b: got.append(m.delivery_tag))
-    pump(conn, lambda: len(got) >= 3)
+    if not broker.at_least("4.3"):
+        pump(conn, lambda: len(got) >= 3)
+        settle(conn)
+        assert len(got) == 3
+        ch.basic_ack(got[0])
+        pump(conn, lambda: len(got) >= 4)
+        settle(conn)
+        assert len(got) == 4
+        return
+    # 4.3: the deprecated feature global_qos is denied by default; global=true is handled as a per-consumer
+    # prefetch, so each consumer gets 3 (live 4.3.6)
+    pump(conn, lambda: len(got) >= 6)
     settle(conn)
-    assert len(got) == 3
-    ch.basic_ack(got[0])
-    pump(conn, lambda: len(got) >= 4)
+    assert len(got) == 6
+
+
+def test_two_consumers_under_a_global_prefetch_of_two(broker: Target, conn: Any) -> None:
+    """Issue 10: 2 deliveries per channel up to 4.2 (channel-wide limit), 2 per consumer (4 in all) on 4.3."""
+    _two_consumers_under_a_global_prefetch_of_two(broker, conn)
+
+
+@pytest.mark.rabbitmq_version("4.0")
+def test_two_consumers_under_a_global_prefetch_of_two_40(broker: Target, conn: Any) -> None:
+    """The same on the fake's 4.0 profile (channel-wide) and live 4.0.5."""
+    _two_consumers_under_a_global_prefetch_of_two(broker, conn)
+
+
+def _two_consumers_under_a_global_prefetch_of_two(broker: Target, conn: Any) -> None:
+    q = broker.name()
+    pub = conn.channel()
+    fill(pub, q, 10)
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=2, global_qos=True)
+    got: list[int] = []
+    ch.basic_consume(q, lambda c, m, p, b: got.append(m.delivery_tag))
+    ch.basic_consume(q, lambda c, m, p, b: got.append(m.delivery_tag))
+    want = 4 if broker.at_least("4.3") else 2
+    pump(conn, lambda: len(got) >= want)
     settle(conn)
-    assert len(got) == 4
+    assert len(got) == want
 
 
 def test_global_and_per_consumer_prefetch_together(broker: Target, conn: Any) -> None:
@@ -171,6 +204,11 @@ def test_raising_prefetch_releases_more(broker: Target, conn: Any) -> None:
     settle(conn)
     assert len(got) == 1
     ch.basic_qos(prefetch_count=4, global_qos=True)
+    if broker.at_least("4.3"):
+        # 4.3: global qos is a per-consumer prefetch for consumers started later; the running one keeps 1
+        settle(conn)
+        assert len(got) == 1
+        return
     pump(conn, lambda: len(got) >= 4)
     settle(conn)
     assert len(got) == 4
