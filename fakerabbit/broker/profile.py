@@ -74,6 +74,12 @@ class Profile:
     #: ``global_qos`` is ``denied_by_default``: rabbit_channel handles it as ``global=false`` (a per-consumer
     #: prefetch for consumers started later; quorum queues consume on such a channel). Live 4.0.5 vs 4.3.6.
     global_qos: bool
+    #: Direct reply-to is a volatile queue (4.3, ``rabbit_volatile_queue``): a reply takes the requester
+    #: channel's next delivery tag, and a reply whose token names a channel of this node counts as routed
+    #: (mandatory: no return, even when that channel has gone). Before, replies reuse the next tag without
+    #: taking it, a mandatory reply is always returned (312 NO_ROUTE) and a token with two parts whose first
+    #: is not an encoded pid crashes the connection (541). Live 3.10.8, 4.0.5, 4.3.6.
+    reply_to_volatile_queue: bool
 
     # -- policies (spec L) --------------------------------------------------------------------------------
     #: POL-3: keys an operator policy may contain.
@@ -203,6 +209,7 @@ _P310: Final = Profile(
     delivery_count_header_from_zero=True,
     negative_delivery_limit_unlimited=False,
     global_qos=True,
+    reply_to_volatile_queue=False,
     operator_policy_keys=_OPERATOR_KEYS_312,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     unsupported_classic_policy_keys=_UNSUPPORTED_CLASSIC,
@@ -253,6 +260,7 @@ _P43: Final = replace(
     delivery_limit_counter="failed",
     acquired_count_header=True,
     global_qos=False,
+    reply_to_volatile_queue=True,
     # Permitted on purpose (docs/compatibility.md): RabbitMQ gates this deprecated feature by node
     # configuration (``deprecated_features.permit.transient_nonexcl_queues``), and test suites declare such
     # queues everywhere.

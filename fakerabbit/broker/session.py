@@ -194,16 +194,27 @@ class Session:
 
     def _direct_reply(self, msg: Message, mandatory: bool, seq: int) -> None:
         token = msg.routing_key[len(REPLY_TO) + 1 :]
-        target = self.broker.reply_sessions.get(token)
+        broker = self.broker
+        target = broker.reply_sessions.get(token)
         consumer = target.reply_consumer if target is not None else None
-        if target is None or consumer is None:
-            if mandatory:
-                self.sink.send_return(312, "NO_ROUTE", "", msg.routing_key, msg.props.raw, msg.body)
+        if broker.profile.reply_to_volatile_queue:
+            # rabbit_volatile_queue:exists/1 - the pid half decodes to a channel of this node
+            routed = token.partition(".")[0] in broker.reply_pids
         else:
-            # RabbitMQ 3.10 gives a reply the channel's next delivery tag without using it up
-            target.sink.send_deliver(consumer.tag, target.next_tag, False, "", msg.routing_key, msg.props.raw, msg.body)
+            # rabbit_channel:deliver_reply (≤4.2): a reply is never "routed" to a queue, so mandatory returns it
+            routed = False
+            if consumer is None and not _v1_decodable(token):
+                raise errors.InternalError("")  # binary_to_term on what is not an encoded pid
+        if mandatory and not routed:
+            self.sink.send_return(312, "NO_ROUTE", "", msg.routing_key, msg.props.raw, msg.body)
         if seq:
             self.sink.send_confirm(True, seq, False)
+        if target is not None and consumer is not None:
+            tag = target.next_tag
+            if broker.profile.reply_to_volatile_queue:
+                target.next_tag += 1
+            # (≤4.2: RabbitMQ gives a reply the channel's next delivery tag without using it up)
+            target.sink.send_deliver(consumer.tag, tag, False, "", msg.routing_key, msg.props.raw, msg.body)
 
     # -- consuming ------------------------------------------------------------------------------------------
     def has_global_capacity(self) -> bool:
@@ -280,6 +291,7 @@ class Session:
             + base64.b64encode(os.urandom(16)).decode().replace("/", "_").replace("+", "-")
         )
         self.broker.reply_sessions[self.reply_to_token] = self
+        self.broker.reply_pids.add(self.reply_to_token.partition(".")[0])
         pseudo = self.vhost.pseudo_queue(REPLY_TO)
         c = Consumer(
             tag or new_tag("amq.ctag-"),
@@ -472,6 +484,19 @@ class Session:
         self.unacked_bytes = 0
         for q, entries in _group(taken):
             q.release(entries)
+
+
+def _v1_decodable(token: str) -> bool:
+    """``rabbit_direct_reply_to:decode_reply_to_v1/1`` does not crash: the token is not two ``.``-separated
+    parts, or its first part is base64 of an Erlang term (as every token this fake issues is)."""
+    parts = [p for p in token.split(".") if p]
+    if len(parts) != 2:
+        return True
+    try:
+        raw = base64.b64decode(parts[0].replace("-", "+").replace("_", "/"), validate=True)
+    except ValueError:
+        return False
+    return raw[:1] == b"\x83"
 
 
 def _group(taken: Iterable[Unacked]) -> list[tuple[Queue, list[Entry]]]:

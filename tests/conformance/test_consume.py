@@ -520,6 +520,15 @@ def test_per_consumer_qos_lifts_the_channel_limit(broker: Target, conn: Any) -> 
 
 
 def test_replies_reuse_the_next_delivery_tag(broker: Target) -> None:
+    _replies_and_delivery_tags(broker)
+
+
+@pytest.mark.rabbitmq_version("4.0")
+def test_replies_reuse_the_next_delivery_tag_40(broker: Target) -> None:
+    _replies_and_delivery_tags(broker)
+
+
+def _replies_and_delivery_tags(broker: Target) -> None:
     q = broker.name()
     c = RawAMQP.connect(broker.url)
     c.open_channel(1)
@@ -539,9 +548,68 @@ def test_replies_reuse_the_next_delivery_tag(broker: Target) -> None:
         assert c.get_message(1).body == body
     c.publish(1, "", q, b"normal")
     c.rpc(1, spec.Basic.Get(queue=q), "Basic.GetOk")
-    # the get above took tag 2; both replies showed 2 before it was used
-    assert tags == [2, 2]
+    if broker.at_least("4.3"):
+        # 4.3: direct reply-to is a volatile queue; each reply takes a delivery tag (live 4.3.6)
+        assert tags == [2, 3]
+        assert c.seen[-1].method.delivery_tag == 4
+    else:
+        # the get above took tag 2; both replies showed 2 before it was used
+        assert tags == [2, 2]
+        assert c.seen[-1].method.delivery_tag == 2
     c.close()
+
+
+def _methods(frames: list[Any]) -> list[str]:
+    return [f.name for f in frames if f.type == 1]
+
+
+def test_mandatory_direct_replies(broker: Target) -> None:
+    """Issue 10: up to 4.2 a mandatory reply is always returned (NO_ROUTE), even when it is delivered; on 4.3 a
+    reply to a channel of the node is routed - no return, even when the requester has gone."""
+    _mandatory_direct_replies(broker)
+
+
+@pytest.mark.rabbitmq_version("4.0")
+def test_mandatory_direct_replies_40(broker: Target) -> None:
+    _mandatory_direct_replies(broker)
+
+
+def _mandatory_direct_replies(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.rpc(1, spec.Basic.Consume(queue="amq.rabbitmq.reply-to", no_ack=True, consumer_tag="rpc"), "Basic.ConsumeOk")
+    q = broker.name()
+    c.rpc(1, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
+    c.publish(1, "", q, b"request", spec.BasicProperties(reply_to="amq.rabbitmq.reply-to"))
+    c.rpc(1, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk")
+    reply_to = c.get_message(1).properties.reply_to
+    c.rpc(1, spec.Confirm.Select(), "Confirm.SelectOk")
+    legacy = not broker.at_least("4.3")
+    c.publish(1, "", reply_to, b"own", mandatory=True)
+    frames = c.quiet(0.3)
+    assert _methods(frames) == (["Basic.Return"] if legacy else []) + ["Basic.Ack", "Basic.Deliver"]
+    s = RawAMQP.connect(broker.url)
+    s.open_channel(1)
+    s.rpc(1, spec.Confirm.Select(), "Confirm.SelectOk")
+    s.publish(1, "", reply_to, b"other", mandatory=True)
+    assert _methods(s.quiet(0.3)) == (["Basic.Return"] if legacy else []) + ["Basic.Ack"]
+    assert _methods(c.quiet(0.2)) == ["Basic.Deliver"]
+    c.close()
+    s.publish(1, "", reply_to, b"late", mandatory=True)  # the requester has gone
+    assert _methods(s.quiet(0.3)) == (["Basic.Return"] if legacy else []) + ["Basic.Ack"]
+    for rk in ("amq.rabbitmq.reply-to", "amq.rabbitmq.reply-to.", "amq.rabbitmq.reply-to.abc"):
+        s.publish(1, "", rk, b"nowhere", mandatory=True)
+        frames = s.quiet(0.3)
+        assert _methods(frames) == ["Basic.Return", "Basic.Ack"], rk
+        assert (frames[0].method.reply_code, frames[0].method.routing_key) == (312, rk)
+    s.publish(1, "", "amq.rabbitmq.reply-to.abc.def", b"bad", mandatory=True)
+    if legacy:
+        # two parts, the first no encoded pid: decode_reply_to_v1's binary_to_term crashes the connection
+        close = s.expect_close()
+        assert (close.channel, close.reply_code, close.reply_text) == (0, 541, "INTERNAL_ERROR")
+    else:
+        assert _methods(s.quiet(0.3)) == ["Basic.Return", "Basic.Ack"]
+    s.sock.close()
 
 
 def test_stream_offset_on_a_classic_queue(broker: Target, conn: Any) -> None:
