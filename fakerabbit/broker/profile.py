@@ -74,6 +74,12 @@ class Profile:
     #: ``global_qos`` is ``denied_by_default``: rabbit_channel handles it as ``global=false`` (a per-consumer
     #: prefetch for consumers started later; quorum queues consume on such a channel). Live 4.0.5 vs 4.3.6.
     global_qos: bool
+    #: 4.3: failed deliveries travel with a dead-lettered message (mc annotation ``delivery_count``): a classic
+    #: queue counts them (``rabbit_variable_queue``: ``basic.reject`` and a consumer's channel going down count,
+    #: ``basic.nack`` does not), a copy dead-lettered with a count is delivered as redelivered from the next
+    #: queue (a quorum queue also shows it as ``x-delivery-count`` / ``x-acquired-count`` and counts its
+    #: delivery limit on from it). Live 4.3.6; 4.0.5 never shows a dead-lettered copy as redelivered.
+    dead_letter_delivery_count: bool
     #: Direct reply-to is a volatile queue (4.3, ``rabbit_volatile_queue``): a reply takes the requester
     #: channel's next delivery tag, and a reply whose token names a channel of this node counts as routed
     #: (mandatory: no return, even when that channel has gone). Before, replies reuse the next tag without
@@ -210,6 +216,7 @@ _P310: Final = Profile(
     negative_delivery_limit_unlimited=False,
     global_qos=True,
     reply_to_volatile_queue=False,
+    dead_letter_delivery_count=False,
     operator_policy_keys=_OPERATOR_KEYS_312,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     unsupported_classic_policy_keys=_UNSUPPORTED_CLASSIC,
@@ -261,6 +268,7 @@ _P43: Final = replace(
     acquired_count_header=True,
     global_qos=False,
     reply_to_volatile_queue=True,
+    dead_letter_delivery_count=True,
     # Permitted on purpose (docs/compatibility.md): RabbitMQ gates this deprecated feature by node
     # configuration (``deprecated_features.permit.transient_nonexcl_queues``), and test suites declare such
     # queues everywhere.

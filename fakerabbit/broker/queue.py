@@ -270,7 +270,8 @@ class Queue:
             elif self._would_overflow(msg.size):
                 self.vhost.broker.events.emit("rejected-publish", msg, queue=self.name)
                 if mode == "reject-publish-dlx":
-                    self.vhost.dead_letter(self, [msg], "maxlen")
+                    counts = [msg.delivery_count] if self.vhost.broker.profile.dead_letter_delivery_count else None
+                    self.vhost.dead_letter(self, [msg], "maxlen", counts)
                 return False
         ttl = s.message_ttl
         if msg.ttl_ms is not None and (ttl is None or msg.ttl_ms < ttl):
@@ -281,6 +282,10 @@ class Queue:
             None if ttl is None else self.vhost.broker.clock.now_ms() + ttl,
             0 if len(levels) == 1 else msg.priority,
         )
+        if msg.delivery_count:
+            # 4.3: a dead letter's failed deliveries count on here, and it goes out as redelivered
+            entry.delivery_count = msg.delivery_count
+            entry.redelivered = True
         self._expire_head()
         if self.ready_count == 0 and self.consumers and self._deliver_now(entry):
             return True
@@ -318,13 +323,14 @@ class Queue:
         """drop-head: remove (and dead-letter, reason ``maxlen``) head messages while over a limit."""
         if self._overflow_mode() != "drop-head":
             return False
-        dropped: list[Message] = []
+        gone: list[Entry] = []
         while self.ready_count and self._over_limit():
-            dropped.append(self._pop_head().msg)
+            gone.append(self._pop_head())
+        dropped = [e.msg for e in gone]
         if dropped:
             for m in dropped:
                 self.vhost.broker.events.emit("dropped-maxlen", m, queue=self.name)
-            self.vhost.dead_letter(self, dropped, "maxlen")
+            self.vhost.dead_letter(self, dropped, "maxlen", self._counts(gone))
         return bool(dropped)
 
     # -- TTL ------------------------------------------------------------------------------------------------
@@ -337,29 +343,30 @@ class Queue:
                 return
             # One level (no x-max-priority): pop the due run off the deque directly.
             now = self.vhost.broker.clock.now_ms()
-            expired: list[Message] = []
+            gone: list[Entry] = []
             size = 0
             while level:
                 at = level[0].expires_at
                 if at is None or at > now:
                     break
-                m = level.popleft().msg
-                expired.append(m)
-                size += len(m.body)
-            self.ready_count -= len(expired)
+                e = level.popleft()
+                gone.append(e)
+                size += len(e.msg.body)
+            self.ready_count -= len(gone)
             self.ready_bytes -= size
         else:
             head = self._head()
             if head is None or head.expires_at is None:
                 return
             now = self.vhost.broker.clock.now_ms()
-            expired = []
+            gone = []
             while head is not None and head.expires_at is not None and head.expires_at <= now:
-                expired.append(self._pop_head().msg)
+                gone.append(self._pop_head())
                 head = self._head()
-        if expired:
+        if gone:
+            expired = [e.msg for e in gone]
             self.vhost.broker.events.record_each(EXPIRED, expired, self.name)
-            self.vhost.dead_letter(self, expired, "expired")
+            self.vhost.dead_letter(self, expired, "expired", self._counts(gone))
         self._schedule_ttl()
 
     def _schedule_ttl(self) -> None:
@@ -498,7 +505,9 @@ class Queue:
         if requeue:
             self.requeue(entries, failed=not explicit_nack)
         else:
-            self.vhost.dead_letter(self, [e.msg for e in entries], "rejected")
+            # 4.3: basic.reject is a failed delivery (discard), basic.nack is not (modify, undeliverable here)
+            counts = self._counts(entries, 0 if explicit_nack else 1)
+            self.vhost.dead_letter(self, [e.msg for e in entries], "rejected", counts)
 
     def release(self, entries: list[Entry]) -> None:
         """Unacked entries come back because their channel or connection closed."""
@@ -510,9 +519,11 @@ class Queue:
         profile = self.vhost.broker.profile
         limit = self.settings.delivery_limit if self.is_quorum else None
         back: list[Entry] = []
-        over: list[Message] = []
+        over: list[Entry] = []
         for e in entries:
             e.redelivered = True
+            if not self.is_quorum and failed and profile.dead_letter_delivery_count:
+                e.delivery_count += 1  # rabbit_variable_queue:maybe_inc_delivery_count
             if self.is_quorum:
                 counter = profile.delivery_limit_counter
                 e.acquired_count += 1
@@ -520,7 +531,7 @@ class Queue:
                     e.delivery_count += 1
                 count = e.acquired_count if counter == "acquired" else e.delivery_count
                 if limit is not None and count > limit:
-                    over.append(e.msg)
+                    over.append(e)
                     continue
             back.append(e)
         for e in back:
@@ -532,12 +543,18 @@ class Queue:
             else:
                 self._insert_by_seq(e)
         if over:
-            for m in over:
-                self.vhost.broker.events.emit("delivery-limit", m, queue=self.name)
-            self.vhost.dead_letter(self, over, "delivery_limit")
+            for e in over:
+                self.vhost.broker.events.emit("delivery-limit", e.msg, queue=self.name)
+            self.vhost.dead_letter(self, [e.msg for e in over], "delivery_limit", self._counts(over))
         self._drop_over_limit()
         self._expire_head()
         self.dispatch()
+
+    def _counts(self, entries: list[Entry], failed_now: int = 0) -> list[int] | None:
+        """The failed deliveries dead-lettered copies carry (4.3's ``delivery_count`` annotation), or None."""
+        if not self.vhost.broker.profile.dead_letter_delivery_count:
+            return None
+        return [e.delivery_count + failed_now for e in entries]
 
     def purge(self) -> int:
         n = self.ready_count
