@@ -80,6 +80,9 @@ class Profile:
     #: queue (a quorum queue also shows it as ``x-delivery-count`` / ``x-acquired-count`` and counts its
     #: delivery limit on from it). Live 4.3.6; 4.0.5 never shows a dead-lettered copy as redelivered.
     dead_letter_delivery_count: bool
+    #: 4.3: ``purge-ok`` of an at-least-once quorum queue counts the dead letters it holds too (they are not
+    #: purged: still delivered later). Live 4.3.6: 3 for 1 ready + 2 held; 4.0.5: 1.
+    purge_counts_held_dead_letters: bool
     #: Direct reply-to is a volatile queue (4.3, ``rabbit_volatile_queue``): a reply takes the requester
     #: channel's next delivery tag, and a reply whose token names a channel of this node counts as routed
     #: (mandatory: no return, even when that channel has gone). Before, replies reuse the next tag without
@@ -217,6 +220,7 @@ _P310: Final = Profile(
     global_qos=True,
     reply_to_volatile_queue=False,
     dead_letter_delivery_count=False,
+    purge_counts_held_dead_letters=False,
     operator_policy_keys=_OPERATOR_KEYS_312,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     unsupported_classic_policy_keys=_UNSUPPORTED_CLASSIC,
@@ -269,6 +273,7 @@ _P43: Final = replace(
     global_qos=False,
     reply_to_volatile_queue=True,
     dead_letter_delivery_count=True,
+    purge_counts_held_dead_letters=True,
     # Permitted on purpose (docs/compatibility.md): RabbitMQ gates this deprecated feature by node
     # configuration (``deprecated_features.permit.transient_nonexcl_queues``), and test suites declare such
     # queues everywhere.

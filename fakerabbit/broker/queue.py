@@ -557,7 +557,10 @@ class Queue:
         return [e.delivery_count + failed_now for e in entries]
 
     def purge(self) -> int:
+        """Remove the ready messages; the count purge-ok reports (4.3: held dead letters too, not removed)."""
         n = self.ready_count
+        if self.vhost.broker.profile.purge_counts_held_dead_letters:
+            n += self.held_dead_letters()[0]
         for level in self._levels:
             level.clear()
         self.ready_count = 0
