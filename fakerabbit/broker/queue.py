@@ -286,7 +286,9 @@ class Queue:
             # 4.3: a dead letter's failed deliveries count on here, and it goes out as redelivered
             entry.delivery_count = msg.delivery_count
             entry.redelivered = True
-        self._expire_head()
+        if self.is_quorum:
+            self._expire_head()
+        # (a classic queue checks no expiry before a publish: rabbit_amqqueue_process:deliver_or_enqueue)
         if self.ready_count == 0 and self.consumers and self._deliver_now(entry):
             return True
         if ttl == 0 and s.message_ttl == 0 and s.dead_letter_exchange is None:
@@ -300,11 +302,17 @@ class Queue:
         if self.is_quorum:
             self.check_limit()
         dropped = (s.max_length is not None or s.max_length_bytes is not None) and self._drop_over_limit()
-        if self.ready_count == 1 or dropped or len(levels) > 1:
-            # The head (may have) changed. TTL-4/TTL-6: an already-due message expires at once only if it is
-            # (or becomes) the head; otherwise (re)arm the head's timer.
+        if self.is_quorum:
+            if self.ready_count == 1 or dropped or len(levels) > 1:
+                self._expire_head()
+                self._schedule_ttl()
+        elif (dropped or self.ready_count == 1) and not (
+            dropped and self.ready_count == 1 and entry.expires_at is None
+        ):
+            # deliver_or_enqueue: expiry is checked (and the TTL timer armed for the head) only when the queue had
+            # been empty or something was dropped - not when the message joins others, even as the new head of a
+            # priority queue: an expired message stays counted (and is even what the next basic.get returns)
             self._expire_head()
-            self._schedule_ttl()
         return True
 
     def _below_soft_limit(self) -> bool:
@@ -464,19 +472,28 @@ class Queue:
         """Hand ready messages to consumers with capacity, round-robin, highest priority first."""
         if not self.consumers or self.deleted:
             return
+        quorum = self.is_quorum
         while self.ready_count:
-            self._expire_head()
-            if not self.ready_count:
-                break
+            if quorum:
+                self._expire_head()
+                if not self.ready_count:
+                    break
             c = self._next_consumer()
             if c is None:
                 break
-            c.session.deliver(c, self, self._pop_head())
+            e = self._pop_head()
+            if not quorum:
+                # rabbit_amqqueue_process:fetch/2 takes the head as it is, then drops what became expired
+                self._expire_head()
+            c.session.deliver(c, self, e)
         self._schedule_ttl()
 
     def fetch(self) -> Entry | None:
-        """``basic.get``: the head message, never an expired one."""
-        self._expire_head()
+        """``basic.get``: the head message. A quorum queue never hands out an expired one; a classic queue
+        takes its head as it is (``fetch/2``: "we will send expired messages at times"), which is expired only
+        where RabbitMQ checked no expiry (a TTL-0 message that became the head of a priority queue)."""
+        if self.is_quorum:
+            self._expire_head()
         if not self.ready_count:
             return None
         e = self._pop_head()
