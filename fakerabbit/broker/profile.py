@@ -32,6 +32,7 @@ from typing import Final, Literal
 __all__ = ["ACCEPTED_VERSIONS", "Profile", "get_profile"]
 
 ClientXDeath = Literal["edit", "parse", "ignore"]
+QuorumPriorities = Literal["fifo", "weighted", "strict"]
 DeliveryLimitCounter = Literal["returns", "acquired", "failed"]
 
 
@@ -83,6 +84,11 @@ class Profile:
     #: 4.3: ``purge-ok`` of an at-least-once quorum queue counts the dead letters it holds too (they are not
     #: purged: still delivered later). Live 4.3.6: 3 for 1 ready + 2 held; 4.0.5: 1.
     purge_counts_held_dead_letters: bool
+    #: Message priorities in quorum queues: none (≤3.13, FIFO); 4.0-4.2 two classes, priority > 4 "high", taken
+    #: two high to one normal unless the normal one is older (``rabbit_fifo_q``, weight 2); 4.3 strict order of
+    #: 32 levels, no priority counting as 4 (``rabbit_fifo_pq``). Returned messages come first in every version.
+    #: Live 3.10.8, 4.0.5, 4.3.6.
+    quorum_priorities: QuorumPriorities
     #: Direct reply-to is a volatile queue (4.3, ``rabbit_volatile_queue``): a reply takes the requester
     #: channel's next delivery tag, and a reply whose token names a channel of this node counts as routed
     #: (mandatory: no return, even when that channel has gone). Before, replies reuse the next tag without
@@ -221,6 +227,7 @@ _P310: Final = Profile(
     reply_to_volatile_queue=False,
     dead_letter_delivery_count=False,
     purge_counts_held_dead_letters=False,
+    quorum_priorities="fifo",
     operator_policy_keys=_OPERATOR_KEYS_312,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     unsupported_classic_policy_keys=_UNSUPPORTED_CLASSIC,
@@ -254,6 +261,7 @@ _P40: Final = replace(
     name="4.0",
     server_version="4.0.0",
     client_x_death="ignore",
+    quorum_priorities="weighted",
     delivery_limit_default=20,
     delivery_limit_counter="acquired",
     negative_delivery_limit_unlimited=True,
@@ -274,6 +282,7 @@ _P43: Final = replace(
     reply_to_volatile_queue=True,
     dead_letter_delivery_count=True,
     purge_counts_held_dead_letters=True,
+    quorum_priorities="strict",
     # Permitted on purpose (docs/compatibility.md): RabbitMQ gates this deprecated feature by node
     # configuration (``deprecated_features.permit.transient_nonexcl_queues``), and test suites declare such
     # queues everywhere.

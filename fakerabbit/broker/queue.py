@@ -126,6 +126,9 @@ class Queue:
         self.deleted = False
         self.had_consumers = False
         self._levels: list[deque[Entry]] = [deque()]
+        #: 4.0 - 4.2 quorum priorities: two classes taken 2:1 (``rabbit_fifo_q``), and its dequeue counter
+        self._weighted = False
+        self._dequeue_counter = 0
         self._set_levels()
         self.ready_count = 0
         self.ready_bytes = 0
@@ -140,16 +143,34 @@ class Queue:
 
     # -- structure ------------------------------------------------------------------------------------------
     def _set_levels(self) -> None:
-        mp = self.settings.max_priority if not self.is_quorum else None
-        n = (mp + 1) if mp is not None else 1
+        if self.is_quorum:
+            # quorum: priority classes (4.x) plus, on top, the returns queue served before them (rabbit_fifo)
+            mode = self.vhost.broker.profile.quorum_priorities
+            self._weighted = mode == "weighted"
+            n = 1 if mode == "fifo" else (3 if mode == "weighted" else 33)
+        else:
+            mp = self.settings.max_priority
+            n = (mp + 1) if mp is not None else 1
         if n != len(self._levels):
             old = list(self._iter_ready())
             self._levels = [deque() for _ in range(n)]
             for e in old:
                 self._levels[self._level(e)].append(e)
 
+    def _entry_priority(self, msg: Message) -> int:
+        """The priority level a new message is queued at."""
+        if len(self._levels) == 1:
+            return 0
+        if not self.is_quorum:
+            return msg.priority
+        p = msg.props.priority
+        if self._weighted:
+            return 1 if p is not None and p > 4 else 0  # rabbit_fifo:priority_tag/1
+        return 4 if p is None else max(0, min(p, 31))  # rabbit_fifo:msg_priority/1
+
     def _level(self, e: Entry) -> int:
-        return min(e.priority, len(self._levels) - 1)
+        top = len(self._levels) - (2 if self.is_quorum and len(self._levels) > 1 else 1)
+        return min(e.priority, top)
 
     def _iter_ready(self) -> Iterator[Entry]:
         for level in reversed(self._levels):
@@ -159,13 +180,38 @@ class Queue:
         """Ready messages in delivery order."""
         return list(self._iter_ready())
 
+    def _weighted_level(self) -> deque[Entry] | None:
+        """4.0 - 4.2 quorum queues (``rabbit_fifo_q:next/1``): returns first, then "high" unless it is the
+        third take in a row and the oldest normal message is older than the oldest high one."""
+        returns, hi, no = self._levels[2], self._levels[1], self._levels[0]
+        if returns:
+            return returns
+        if hi and no and self._dequeue_counter == 2:
+            return hi if hi[0].seq < no[0].seq else no
+        if hi:
+            return hi
+        return no or None
+
     def _head(self) -> Entry | None:
+        if self._weighted:
+            level = self._weighted_level()
+            return level[0] if level else None
         for level in reversed(self._levels):
             if level:
                 return level[0]
         return None
 
     def _pop_head(self) -> Entry:
+        if self._weighted:
+            level = self._weighted_level()
+            if level is None:
+                raise IndexError("queue is empty")
+            if level is not self._levels[2]:
+                self._dequeue_counter = 0 if self._dequeue_counter == 2 else self._dequeue_counter + 1
+            e = level.popleft()
+            self.ready_count -= 1
+            self.ready_bytes -= e.msg.size
+            return e
         for level in reversed(self._levels):
             if level:
                 e = level.popleft()
@@ -182,11 +228,14 @@ class Queue:
     def _push_front(self, e: Entry) -> None:
         # Quorum queues keep returned messages in a FIFO "returns" queue served before the others
         # (rabbit_fifo lqueue:in): a return goes after earlier returns still waiting at the head.
-        level = self._levels[self._level(e)]
-        i = 0
-        while i < len(level) and level[i].redelivered:
-            i += 1
-        level.insert(i, e)
+        if len(self._levels) > 1:
+            self._levels[-1].append(e)  # the returns queue, above every priority class
+        else:
+            level = self._levels[0]
+            i = 0
+            while i < len(level) and level[i].redelivered:
+                i += 1
+            level.insert(i, e)
         self.ready_count += 1
         self.ready_bytes += e.msg.size
 
@@ -280,7 +329,7 @@ class Queue:
         entry = Entry(
             msg,
             None if ttl is None else self.vhost.broker.clock.now_ms() + ttl,
-            0 if len(levels) == 1 else msg.priority,
+            0 if len(levels) == 1 else self._entry_priority(msg),
         )
         if msg.delivery_count:
             # 4.3: a dead letter's failed deliveries count on here, and it goes out as redelivered
@@ -556,6 +605,10 @@ class Queue:
                 if limit is not None:
                     self._push_front(e)
                 else:
+                    if len(self._levels) > 1:
+                        # rabbit_fifo #requeue{} (no delivery limit): enqueued anew, at the default priority
+                        e.priority = 0 if self._weighted else 4
+                        e.seq = next(_seq)
                     self._push_tail(e)
             else:
                 self._insert_by_seq(e)

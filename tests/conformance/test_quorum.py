@@ -396,3 +396,58 @@ def test_dlim_x_delivery_limit_is_a_quorum_only_argument(broker: Target, ch: Blo
         f"PRECONDITION_FAILED - invalid arg 'x-delivery-limit' for queue '{q}' in vhost '/' "
         "of queue type rabbit_classic_queue",
     )
+
+
+# -- message priorities in quorum queues (4.x) -----------------------------------------------------------------
+
+_PRIORITIES = [0, 1, 5, 9, 4, None, 6, 0, 10, 3]
+
+
+def _priority_order(broker: Target, ch: BlockingChannel) -> list[int]:
+    ch.confirm_delivery()
+    q = quorum(broker, ch)
+    for i, p in enumerate(_PRIORITIES):
+        ch.basic_publish("", q, str(i).encode(), pika.BasicProperties(priority=p))
+    order = []
+    for _ in _PRIORITIES:
+        _, _, body = get(broker, ch, q, auto_ack=True)
+        order.append(int(body))
+    return order
+
+
+@pytest.mark.rabbitmq_version("3.12")
+def test_quorum_priorities_3x_fifo(broker: Target, ch: BlockingChannel) -> None:
+    assert _priority_order(broker, ch) == list(range(10))
+
+
+@pytest.mark.rabbitmq_version("4.0")
+def test_quorum_priorities_40_two_classes_taken_two_to_one(broker: Target, ch: BlockingChannel) -> None:
+    """rabbit_fifo_q: priority > 4 is "high"; two high, then a normal one if it is older (live 4.0.5)."""
+    assert _priority_order(broker, ch) == [2, 3, 0, 6, 8, 1, 4, 5, 7, 9]
+
+
+@pytest.mark.rabbitmq_version("4.3")
+def test_quorum_priorities_43_strict_with_default_4(broker: Target, ch: BlockingChannel) -> None:
+    """rabbit_fifo_pq: 32 levels in strict order, no priority is 4 (live 4.3.6)."""
+    assert _priority_order(broker, ch) == [8, 3, 6, 2, 4, 5, 9, 1, 0, 7]
+
+
+@pytest.mark.rabbitmq_version("4.0")
+def test_quorum_returns_come_before_higher_priorities_40(broker: Target, ch: BlockingChannel) -> None:
+    _returns_first(broker, ch)
+
+
+@pytest.mark.rabbitmq_version("4.3")
+def test_quorum_returns_come_before_higher_priorities_43(broker: Target, ch: BlockingChannel) -> None:
+    _returns_first(broker, ch)
+
+
+def _returns_first(broker: Target, ch: BlockingChannel) -> None:
+    ch.confirm_delivery()
+    q = quorum(broker, ch)
+    ch.basic_publish("", q, b"low", pika.BasicProperties(priority=0))
+    method, _, _ = get(broker, ch, q)
+    ch.basic_publish("", q, b"high", pika.BasicProperties(priority=9))
+    ch.basic_nack(method.delivery_tag, requeue=True)
+    eventually(broker, lambda: ready(ch, q), lambda n: n == 2)
+    assert [get(broker, ch, q, auto_ack=True)[2] for _ in range(2)] == [b"low", b"high"]
