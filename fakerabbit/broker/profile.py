@@ -89,6 +89,10 @@ class Profile:
     #: 32 levels, no priority counting as 4 (``rabbit_fifo_pq``). Returned messages come first in every version.
     #: Live 3.10.8, 4.0.5, 4.3.6.
     quorum_priorities: QuorumPriorities
+    #: 4.x quorum queues with single active consumer honour consumer priorities (rabbit_fifo
+    #: ``activate_next_consumer``): a waiting consumer of higher priority takes over once the active one has no
+    #: unacknowledged messages (the active one gets nothing more meanwhile). Live 4.0.5 and 4.3.6; 3.10.8 not.
+    quorum_sac_priority: bool
     #: Direct reply-to is a volatile queue (4.3, ``rabbit_volatile_queue``): a reply takes the requester
     #: channel's next delivery tag, and a reply whose token names a channel of this node counts as routed
     #: (mandatory: no return, even when that channel has gone). Before, replies reuse the next tag without
@@ -228,6 +232,7 @@ _P310: Final = Profile(
     dead_letter_delivery_count=False,
     purge_counts_held_dead_letters=False,
     quorum_priorities="fifo",
+    quorum_sac_priority=False,
     operator_policy_keys=_OPERATOR_KEYS_312,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     unsupported_classic_policy_keys=_UNSUPPORTED_CLASSIC,
@@ -262,6 +267,7 @@ _P40: Final = replace(
     server_version="4.0.0",
     client_x_death="ignore",
     quorum_priorities="weighted",
+    quorum_sac_priority=True,
     delivery_limit_default=20,
     delivery_limit_counter="acquired",
     negative_delivery_limit_unlimited=True,

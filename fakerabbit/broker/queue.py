@@ -491,8 +491,28 @@ class Queue:
 
     def _active_consumers(self) -> list[Consumer]:
         if self.settings.single_active_consumer and self.consumers:
+            if self.is_quorum and self.vhost.broker.profile.quorum_sac_priority:
+                return self._quorum_single_active()
             return self.consumers[:1]
         return self.consumers
+
+    def _quorum_single_active(self) -> list[Consumer]:
+        """4.x ``rabbit_fifo:activate_next_consumer``: the first consumer is the active one; a waiting one of
+        higher priority takes over when the active one has nothing unacknowledged, and until then the active one
+        is quiescing (gets nothing)."""
+        consumers = self.consumers
+        active = consumers[0]
+        best: Consumer | None = None
+        for c in consumers[1:]:
+            if best is None or c.priority > best.priority:
+                best = c
+        if best is None or best.priority <= active.priority:
+            return [active]
+        if active.unacked:
+            return []
+        consumers.remove(best)
+        consumers.insert(0, best)
+        return [best]
 
     def _next_consumer(self) -> Consumer | None:
         consumers = self._active_consumers()

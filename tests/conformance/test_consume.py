@@ -650,3 +650,59 @@ def test_basic_credit_and_access_request(broker: Target) -> None:
     close = c.expect_close()
     assert (close.channel, close.reply_code, close.class_id, close.method_id) == (0, 503, 60, 201)
     c.sock.close()
+
+
+# -- single active consumer and consumer priorities (issue 10 sweep) --------------------------------------------
+
+
+@pytest.mark.parametrize("qtype", ["classic", "quorum"])
+def test_single_active_consumer_and_a_higher_priority_newcomer(broker: Target, conn: Any, qtype: str) -> None:
+    """4.x quorum queues: a waiting consumer of higher priority takes over once the active one has acked what it
+    holds (the active one gets nothing more meanwhile); classic queues and 3.10 keep the first consumer."""
+    _sac_newcomer(broker, conn, qtype)
+
+
+@pytest.mark.rabbitmq_version("3.12")
+def test_single_active_consumer_and_a_higher_priority_newcomer_3x(broker: Target, conn: Any) -> None:
+    _sac_newcomer(broker, conn, "quorum")
+
+
+def _sac_newcomer(broker: Target, conn: Any, qtype: str) -> None:
+    q = broker.name()
+    args: dict[str, Any] = {"x-single-active-consumer": True}
+    if qtype == "quorum":
+        args["x-queue-type"] = "quorum"
+    pub = conn.channel()
+    pub.queue_declare(q, durable=True, arguments=args)
+    pub.confirm_delivery()
+    for i in range(6):
+        pub.basic_publish("", q, f"m{i}".encode())
+    got: list[tuple[str, str]] = []
+    tags: dict[str, list[int]] = {"A": [], "B": []}
+
+    def on(name: str) -> Any:
+        def cb(c: Any, m: Any, p: Any, b: bytes) -> None:
+            got.append((name, b.decode()))
+            tags[name].append(m.delivery_tag)
+
+        return cb
+
+    ca, cb = conn.channel(), conn.channel()
+    ca.basic_qos(prefetch_count=1)
+    cb.basic_qos(prefetch_count=1)
+    ca.basic_consume(q, on("A"))
+    pump(conn, lambda: got)
+    cb.basic_consume(q, on("B"), arguments={"x-priority": 10})
+    settle(conn)
+    ca.basic_ack(tags["A"][-1])
+    pump(conn, lambda: len(got) >= 2)
+    settle(conn)
+    takes_over = qtype == "quorum" and broker.at_least("4.0")
+    assert got == [("A", "m0"), ("B" if takes_over else "A", "m1")]
+    if takes_over:
+        cb.basic_ack(tags["B"][-1])
+        pump(conn, lambda: len(got) >= 3)
+        cb.basic_cancel(cb.consumer_tags[0])  # B keeps its unacked m2; A is active again
+        pump(conn, lambda: len(got) >= 4)
+        settle(conn)
+        assert got[2:] == [("B", "m2"), ("A", "m3")]
