@@ -282,13 +282,14 @@ class DeadLetters:
         count = e.acquired_count if counter == "acquired" else e.delivery_count
         props = e.msg.props
         additions: dict[str, Any] = {}
-        if count > 0 or profile.delivery_count_header_from_zero:
-            additions["x-delivery-count"] = ("l", count)
         # rabbit_fifo_client:add_delivery_count_header: a message that arrived with a delivery count and was
-        # never returned here has no acquired count; it is patched to the delivery count
+        # never returned here has no acquired count; it is patched to the delivery count. (4.3 sends
+        # x-acquired-count before x-delivery-count, live 4.3.6.)
         acquired = e.acquired_count or e.delivery_count
         if profile.acquired_count_header and acquired > 0:
             additions["x-acquired-count"] = ("l", acquired)
+        if count > 0 or profile.delivery_count_header_from_zero:
+            additions["x-delivery-count"] = ("l", count)
         if not additions:
             return props.raw
         headers = dict(props.headers or {})

@@ -595,11 +595,13 @@ class Queue:
             counts = self._counts(entries, 0 if explicit_nack else 1)
             self.vhost.dead_letter(self, [e.msg for e in entries], "rejected", counts)
 
-    def release(self, entries: list[Entry]) -> None:
-        """Unacked entries come back because their channel or connection closed."""
+    def release(self, entries: list[Entry], *, failed: bool = True) -> None:
+        """Unacked entries come back because their channel or connection closed (a failed delivery) or the
+        client asked for them again with ``basic.recover`` (not one: 4.3 counts neither its delivery limit nor
+        its ``delivery_count`` for it, live 4.3.6)."""
         self.unacked -= len(entries)
         if not self.deleted:
-            self.requeue(entries, failed=True)
+            self.requeue(entries, failed=failed)
 
     def requeue(self, entries: Iterable[Entry], *, failed: bool) -> None:
         profile = self.vhost.broker.profile

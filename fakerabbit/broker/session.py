@@ -421,7 +421,7 @@ class Session:
         """basic.recover(requeue=true): every unacked message goes back to its queue, marked redelivered."""
         taken = self._take(0, True)
         for q, entries in _group(taken):
-            q.release(entries)
+            q.release(entries, failed=False)
         self._dispatch_all()
 
     def dispatch_all(self) -> None:

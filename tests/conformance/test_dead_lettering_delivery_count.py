@@ -122,3 +122,33 @@ def test_a_long_loop_of_ttl0_queues_does_not_recurse(broker: Target, conn: Any, 
     assert sorted(d["reason"] for d in deaths) == ["expired"] * n + ["rejected"]
     assert ready(ch, names[0]) == 0
     assert conn.is_open
+
+
+@pytest.mark.parametrize("qtype", ["classic", "quorum"])
+@pytest.mark.parametrize("how", ["recover", "close"])
+def test_recover_is_no_failed_delivery_a_closed_channel_is(broker: Target, conn: Any, qtype: str, how: str) -> None:
+    """4.3: ``basic.recover`` gives the message back without counting a failed delivery; a channel going down
+    counts one. Seen in the quorum delivery headers and in the redelivered flag of the dead-lettered copy."""
+    ch = conn.channel()
+    q, dlq = _pair(broker, ch, qtype)
+    pub(ch, q, "m")
+    other = conn.channel()
+    get(other, q)
+    if how == "recover":
+        other.basic_recover(requeue=True)
+    else:
+        other.close()
+    wait_ready(broker, ch, q, 1)
+    method, props, _ = get(ch, q)
+    headers = props.headers or {}
+    failed = how == "close"
+    if qtype == "quorum":
+        if broker.at_least("4.3"):
+            want = {"x-acquired-count": 1, **({"x-delivery-count": 1} if failed else {})}
+            assert list(headers.items()) == list(want.items())  # (in this order)
+        elif broker.at_least("4.0"):
+            assert headers == {"x-delivery-count": 1}
+    ch.basic_nack(method.delivery_tag, requeue=False)
+    wait_ready(broker, ch, dlq, 1)
+    method, _, _ = get(ch, dlq)
+    assert method.redelivered is (failed and broker.at_least("4.3"))
