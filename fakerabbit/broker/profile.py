@@ -93,6 +93,9 @@ class Profile:
     #: ``activate_next_consumer``): a waiting consumer of higher priority takes over once the active one has no
     #: unacknowledged messages (the active one gets nothing more meanwhile). Live 4.0.5 and 4.3.6; 3.10.8 not.
     quorum_sac_priority: bool
+    #: 3.13+: ``mc_amqpl:protocol_state/2`` delivers the headers sorted by key (``lists:usort``), whatever order
+    #: the publisher sent (types kept). Live 4.0.5 and 4.3.6 (3.10.8 keeps the order; 3.13 has the same code).
+    sorted_headers: bool
     #: Direct reply-to is a volatile queue (4.3, ``rabbit_volatile_queue``): a reply takes the requester
     #: channel's next delivery tag, and a reply whose token names a channel of this node counts as routed
     #: (mandatory: no return, even when that channel has gone). Before, replies reuse the next tag without
@@ -233,6 +236,7 @@ _P310: Final = Profile(
     purge_counts_held_dead_letters=False,
     quorum_priorities="fifo",
     quorum_sac_priority=False,
+    sorted_headers=False,
     operator_policy_keys=_OPERATOR_KEYS_312,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     unsupported_classic_policy_keys=_UNSUPPORTED_CLASSIC,
@@ -256,6 +260,7 @@ _P313: Final = replace(
     client_x_death="parse",
     x_death_mc_order=True,
     normalise_expiration=True,
+    sorted_headers=True,
     delivery_count_header_from_zero=False,
     operator_policy_keys=_OPERATOR_KEYS_313,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ | {"single-active-consumer"},
