@@ -275,8 +275,10 @@ class DeadLetters:
         return False
 
     # -- quorum queue delivery headers ----------------------------------------------------------------------
-    def quorum_delivery_props(self, e: Entry) -> bytes:
-        """Quorum queues add ``x-delivery-count`` (and from 4.3 ``x-acquired-count``) when redelivering."""
+    def quorum_delivery_props(self, e: Entry, *, get: bool = False) -> bytes:
+        """Quorum queues add ``x-delivery-count`` (and from 4.3 ``x-acquired-count``) when redelivering; up to
+        3.12 ``basic.get`` (rabbit_fifo_client:dequeue) shows it as 0 from the first delivery, a consumer does
+        not (live 3.10.8)."""
         profile = self.broker.profile
         counter = profile.delivery_limit_counter
         count = e.acquired_count if counter == "acquired" else e.delivery_count
@@ -288,7 +290,7 @@ class DeadLetters:
         acquired = e.acquired_count or e.delivery_count
         if profile.acquired_count_header and acquired > 0:
             additions["x-acquired-count"] = ("l", acquired)
-        if count > 0 or profile.delivery_count_header_from_zero:
+        if count > 0 or (get and profile.delivery_count_header_from_zero):
             additions["x-delivery-count"] = ("l", count)
         if not additions:
             return props.raw

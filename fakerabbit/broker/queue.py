@@ -332,14 +332,17 @@ class Queue:
             0 if len(levels) == 1 else self._entry_priority(msg),
         )
         if msg.delivery_count:
-            # 4.3: a dead letter's failed deliveries count on here, and it goes out as redelivered
+            # 4.3: a dead letter's failed deliveries count on here, and it goes out as redelivered - except from
+            # a classic queue to a consumer waiting for it (attempt_delivery sends the publish's own flag)
             entry.delivery_count = msg.delivery_count
-            entry.redelivered = True
+            entry.redelivered = self.is_quorum
         if self.is_quorum:
             self._expire_head()
         # (a classic queue checks no expiry before a publish: rabbit_amqqueue_process:deliver_or_enqueue)
         if self.ready_count == 0 and self.consumers and self._deliver_now(entry):
             return True
+        if msg.delivery_count:
+            entry.redelivered = True  # not taken by a waiting consumer: fetched later (set_deliver_flag)
         if ttl == 0 and s.message_ttl == 0 and s.dead_letter_exchange is None:
             # rabbit_amqqueue_process:deliver_or_enqueue's shortcut: queue TTL 0 and no DLX -> discard.
             self.vhost.broker.events.emit("expired", msg, queue=self.name)

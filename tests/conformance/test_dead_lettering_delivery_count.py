@@ -152,3 +152,36 @@ def test_recover_is_no_failed_delivery_a_closed_channel_is(broker: Target, conn:
     wait_ready(broker, ch, dlq, 1)
     method, _, _ = get(ch, dlq)
     assert method.redelivered is (failed and broker.at_least("4.3"))
+
+
+@pytest.mark.parametrize("target", ["classic", "quorum"])
+def test_a_waiting_consumer_of_a_classic_queue_gets_it_fresh(broker: Target, conn: Any, target: str) -> None:
+    """A classic queue hands a message to a waiting consumer with the publish's own flag (attempt_delivery), so
+    the counted dead letter arrives not redelivered there; a quorum queue always shows the count (4.3)."""
+    _waiting_consumer(broker, conn, target)
+
+
+@pytest.mark.rabbitmq_version("3.12")
+def test_a_waiting_quorum_consumer_3x(broker: Target, conn: Any) -> None:
+    """3.10.8: a consumer's first delivery from a quorum queue has no x-delivery-count (basic.get shows 0)."""
+    _waiting_consumer(broker, conn, "quorum")
+
+
+def _waiting_consumer(broker: Target, conn: Any, target: str) -> None:
+    from tests.conformance.conftest import pump
+
+    ch = conn.channel()
+    q, dlq = _pair(broker, ch, "classic", {"x-queue-type": "quorum"} if target == "quorum" else None)
+    got: list[tuple[bool, Any]] = []
+    consumer = conn.channel()
+    consumer.basic_consume(
+        dlq, lambda c, m, p, b: got.append((m.redelivered, (p.headers or {}).get("x-delivery-count"))), auto_ack=True
+    )
+    pub(ch, q, "m")
+    method, _, _ = get(ch, q)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    pump(conn, lambda: got)
+    if target == "quorum" and broker.at_least("4.3"):
+        assert got == [(True, 1)]
+    else:
+        assert got == [(False, None)]
