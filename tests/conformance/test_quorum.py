@@ -1,8 +1,9 @@
 """Quorum queues: delivery limit, ``x-delivery-count``, requeue position, dead-letter strategy and property
 restrictions (spec section K: DLIM-1 .. DLIM-7).
 
-Counting differs by version: the live broker is 3.10, so the 3.x rules run against it with the fake on the
-"3.12" profile; the 3.13, 4.0 - 4.2 and 4.3+ rules run on the fake only.
+Counting differs by version: the 3.x rules run against live 3.10.8 with the fake on the "3.12" profile, the 4.0 - 4.2
+rules against live 4.0.5 and the 4.3 rules against live 4.3.6 (the 3.13 rules on the fake only). A quorum queue
+returns and dead-letters asynchronously: counts read right after a return wait for it on the real broker.
 """
 
 from __future__ import annotations
