@@ -452,3 +452,41 @@ def _returns_first(broker: Target, ch: BlockingChannel) -> None:
     ch.basic_nack(method.delivery_tag, requeue=True)
     eventually(broker, lambda: ready(ch, q), lambda n: n == 2)
     assert [get(broker, ch, q, auto_ack=True)[2] for _ in range(2)] == [b"low", b"high"]
+
+
+def _returns_in_nack_order(broker: Target, ch: BlockingChannel) -> tuple[list[bytes], list[tuple[bytes, bool]]]:
+    ch.confirm_delivery()
+    q = quorum(broker, ch)
+    for body, p in ((b"a", 1), (b"b", 5), (b"c", 1), (b"d", 9), (b"e", None)):
+        ch.basic_publish("", q, body, pika.BasicProperties(priority=p))
+    got = [get(broker, ch, q) for _ in range(3)]
+    for i in (2, 0, 1):
+        ch.basic_nack(got[i][0].delivery_tag, requeue=True)
+    eventually(broker, lambda: ready(ch, q), lambda n: n == 5)
+    after = []
+    for _ in range(5):
+        method, _, body = get(broker, ch, q, auto_ack=True)
+        after.append((body, method.redelivered))
+    return [g[2] for g in got], after
+
+
+@pytest.mark.rabbitmq_version("3.12")
+def test_quorum_returns_and_priorities_3x(broker: Target, ch: BlockingChannel) -> None:
+    taken, after = _returns_in_nack_order(broker, ch)
+    assert taken == [b"a", b"b", b"c"]
+    # without a delivery limit a return goes to the back
+    assert after == [(b"d", False), (b"e", False), (b"c", True), (b"a", True), (b"b", True)]
+
+
+@pytest.mark.rabbitmq_version("4.0")
+def test_quorum_returns_and_priorities_40(broker: Target, ch: BlockingChannel) -> None:
+    taken, after = _returns_in_nack_order(broker, ch)
+    assert taken == [b"b", b"d", b"a"]
+    assert after == [(b"a", True), (b"b", True), (b"d", True), (b"c", False), (b"e", False)]
+
+
+@pytest.mark.rabbitmq_version("4.3")
+def test_quorum_returns_and_priorities_43(broker: Target, ch: BlockingChannel) -> None:
+    taken, after = _returns_in_nack_order(broker, ch)
+    assert taken == [b"d", b"b", b"e"]
+    assert after == [(b"e", True), (b"d", True), (b"b", True), (b"a", False), (b"c", False)]
