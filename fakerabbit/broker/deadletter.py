@@ -117,7 +117,7 @@ class DeadLetters:
         worker = queue.dlx_worker
         if worker is not None:
             # at-least-once (quorum): kept in the queue until every target queue accepted them (dlx_worker.py)
-            worker.discard(msgs, reason)
+            worker.discard(msgs, reason, counts)
             queue.check_limit()
             return
         vhost = queue.vhost

@@ -185,3 +185,31 @@ def _waiting_consumer(broker: Target, conn: Any, target: str) -> None:
         assert got == [(True, 1)]
     else:
         assert got == [(False, None)]
+
+
+@pytest.mark.parametrize(("how", "failed"), [("reject", True), ("nack", False), ("limit", True)])
+def test_at_least_once_dead_letters_carry_the_count_too(broker: Target, ch: Any, how: str, failed: bool) -> None:
+    """The at-least-once worker forwards what the quorum queue recorded (4.3.6: redelivered from the DLQ after a
+    reject or the delivery limit, not after a nack)."""
+    dlq = broker.name("dlq")
+    ch.queue_declare(dlq, durable=True)
+    q = broker.name("q")
+    args: dict[str, Any] = {
+        "x-queue-type": "quorum",
+        "x-dead-letter-strategy": "at-least-once",
+        "x-overflow": "reject-publish",
+        "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": dlq,
+    }
+    if how == "limit":
+        args["x-delivery-limit"] = 0
+    ch.queue_declare(q, durable=True, arguments=args)
+    pub(ch, q, "m")
+    method, _, _ = get(ch, q)
+    if how == "nack":
+        ch.basic_nack(method.delivery_tag, requeue=False)
+    else:
+        ch.basic_reject(method.delivery_tag, requeue=how == "limit")
+    wait_ready(broker, ch, dlq, 1)
+    method, _, _ = get(ch, dlq)
+    assert method.redelivered is (failed and broker.at_least("4.3"))
