@@ -235,6 +235,10 @@ class DeadLetters:
             recorded = _subtract(msg.routing_keys, msg.bcc) if msg.bcc else list(msg.routing_keys)
             now_s = self.broker.clock.now_ms() // 1000
             deaths.insert(0, Death(queue, reason, 1, now_s, msg.exchange, recorded, original_expiration))
+        if isinstance(msg.props, DeferredProperties):
+            # a copy of a copy: build the source's headers now, so that deferred headers never chain (a message
+            # that died a thousand times unread would otherwise render through a thousand nested frames)
+            msg.props.headers  # noqa: B018
         last = (reason, queue, msg.exchange)
         first = msg.first_death or last
         keep_client_first = msg.first_death is None and profile.client_x_death == "parse"
