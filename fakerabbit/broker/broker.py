@@ -88,6 +88,9 @@ class Broker:
         self._fold_line = ""
         self.dead_letters = DeadLetters(self)
         self.reply_sessions: dict[str, Session] = {}
+        #: the channel-pid halves of every direct reply-to token this node issued: a 4.3 node routes a reply
+        #: to any of them (its pid decodes and names this node), whether or not the channel still lives
+        self.reply_pids: set[str] = set()
         self.connections: dict[int, ConnectionInfo] = {}
         self._conn_ids = itertools.count(1)
         self._msg_ids = itertools.count(1)
@@ -199,3 +202,4 @@ class Broker:
         self.events.clear()
         self.problems.clear()
         self.reply_sessions.clear()
+        self.reply_pids.clear()

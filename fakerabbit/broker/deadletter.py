@@ -17,9 +17,11 @@ Spec sections C-G of ``shared/spec/rabbitmq-behaviour.md``. Two implementations,
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from fakerabbit.broker.events import DEAD_LETTERED
 from fakerabbit.broker.fields import Field, Table
 from fakerabbit.broker.message import Death, Message
 from fakerabbit.broker.properties import DeferredProperties, RawProperties
@@ -27,7 +29,7 @@ from fakerabbit.broker.properties import DeferredProperties, RawProperties
 if TYPE_CHECKING:
     from fakerabbit.broker.broker import Broker
     from fakerabbit.broker.profile import Profile
-    from fakerabbit.broker.queue import Entry
+    from fakerabbit.broker.queue import Entry, Queue
 
 __all__ = ["DeadLetters", "deaths_from_header"]
 
@@ -79,6 +81,70 @@ class DeadLetters:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        #: dead letters waiting to be published: (queue they died in, messages, reason, delivery counts)
+        self._work: deque[tuple[Queue, list[Message], str, list[int] | None]] = deque()
+        self._publishing = False
+
+    # -- at-most-once publishing ----------------------------------------------------------------------------
+    def dead_letter(self, queue: Queue, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None:
+        """Dead-letter messages that died in ``queue``: route copies through its DLX, or drop them.
+
+        Iterative, never recursive: a copy that dies again in its target queue (TTL 0, overflow, a loop of
+        such queues) is queued here and published by the outermost call, as RabbitMQ publishes dead letters
+        asynchronously; however long the chain, the Python stack does not grow. ``counts`` are the failed
+        deliveries of each message where it died (4.3's ``delivery_count`` annotation).
+        """
+        self._work.append((queue, msgs, reason, counts))
+        if self._publishing:
+            return
+        self._publishing = True
+        try:
+            work = self._work
+            while work:
+                self._publish(*work.popleft())
+        finally:
+            self._publishing = False
+            self._work.clear()
+
+    def _publish(self, queue: Queue, msgs: list[Message], reason: str, counts: list[int] | None) -> None:
+        broker = self.broker
+        dlx = queue.settings.dead_letter_exchange
+        if not broker.dead_lettering or dlx is None:
+            why = "no dead-letter exchange" if broker.dead_lettering else "dead-lettering turned off"
+            for m in msgs:
+                broker.events.emit("dropped", m, queue=queue.name, reason=reason, why=why)
+            return
+        worker = queue.dlx_worker
+        if worker is not None:
+            # at-least-once (quorum): kept in the queue until every target queue accepted them (dlx_worker.py)
+            worker.discard(msgs, reason, counts)
+            queue.check_limit()
+            return
+        vhost = queue.vhost
+        x = vhost.exchanges.get(dlx)
+        if x is None:
+            for m in msgs:
+                broker.events.emit(
+                    "dropped", m, queue=queue.name, reason=reason, why=f"dead-letter exchange '{dlx}' missing"
+                )
+            return
+        dlrk = queue.settings.dead_letter_routing_key
+        # (bound once: expiring a big queue runs this loop for every message)
+        make_copy, is_cycle = self.make_copy, self.is_cycle
+        events, route, name = broker.events, vhost.route, queue.name
+        emit, record = events.emit, events.record
+        for i, m in enumerate(msgs):
+            new = make_copy(m, name, reason, dlx, dlrk)
+            if counts is not None:
+                new.delivery_count = counts[i]
+            targets = route(x, new)
+            if events.enabled:
+                record(DEAD_LETTERED, m.id, name, reason, dlx, tuple([t.name for t in targets]))
+            for t in targets:
+                if is_cycle(new, t.name, reason):
+                    emit("dropped", new, queue=t.name, reason=reason, why="dead-letter cycle")
+                    continue
+                t.publish(new, dead_lettered=True)
 
     # -- publishing side ------------------------------------------------------------------------------------
     def adopt_client_deaths(self, msg: Message) -> None:
@@ -169,6 +235,10 @@ class DeadLetters:
             recorded = _subtract(msg.routing_keys, msg.bcc) if msg.bcc else list(msg.routing_keys)
             now_s = self.broker.clock.now_ms() // 1000
             deaths.insert(0, Death(queue, reason, 1, now_s, msg.exchange, recorded, original_expiration))
+        if isinstance(msg.props, DeferredProperties):
+            # a copy of a copy: build the source's headers now, so that deferred headers never chain (a message
+            # that died a thousand times unread would otherwise render through a thousand nested frames)
+            msg.props.headers  # noqa: B018
         last = (reason, queue, msg.exchange)
         first = msg.first_death or last
         keep_client_first = msg.first_death is None and profile.client_x_death == "parse"
@@ -209,21 +279,29 @@ class DeadLetters:
         return False
 
     # -- quorum queue delivery headers ----------------------------------------------------------------------
-    def quorum_delivery_props(self, e: Entry) -> bytes:
-        """Quorum queues add ``x-delivery-count`` (and from 4.3 ``x-acquired-count``) when redelivering."""
+    def quorum_delivery_props(self, e: Entry, *, get: bool = False) -> bytes:
+        """Quorum queues add ``x-delivery-count`` (and from 4.3 ``x-acquired-count``) when redelivering; up to
+        3.12 ``basic.get`` (rabbit_fifo_client:dequeue) shows it as 0 from the first delivery, a consumer does
+        not (live 3.10.8)."""
         profile = self.broker.profile
         counter = profile.delivery_limit_counter
         count = e.acquired_count if counter == "acquired" else e.delivery_count
         props = e.msg.props
         additions: dict[str, Any] = {}
-        if count > 0 or profile.delivery_count_header_from_zero:
+        # rabbit_fifo_client:add_delivery_count_header: a message that arrived with a delivery count and was
+        # never returned here has no acquired count; it is patched to the delivery count. (4.3 sends
+        # x-acquired-count before x-delivery-count, live 4.3.6.)
+        acquired = e.acquired_count or e.delivery_count
+        if profile.acquired_count_header and acquired > 0:
+            additions["x-acquired-count"] = ("l", acquired)
+        if count > 0 or (get and profile.delivery_count_header_from_zero):
             additions["x-delivery-count"] = ("l", count)
-        if profile.acquired_count_header and e.acquired_count > 0:
-            additions["x-acquired-count"] = ("l", e.acquired_count)
         if not additions:
             return props.raw
         headers = dict(props.headers or {})
         headers.update(additions)
+        if profile.sorted_headers:
+            headers = _sorted(headers)  # the counts are annotations, rendered with the headers, sorted
         return props.replace(headers=headers).raw
 
 

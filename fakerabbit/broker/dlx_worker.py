@@ -44,14 +44,16 @@ PREFETCH = 32
 class Pending:
     """A dead letter the worker took and has not settled yet (``#pending{}``)."""
 
-    __slots__ = ("msg", "original", "published_at", "reason", "settled")
+    __slots__ = ("count", "msg", "original", "published_at", "reason", "settled")
 
-    def __init__(self, msg: Message, reason: str, original: Message) -> None:
+    def __init__(self, msg: Message, reason: str, original: Message, count: int = 0) -> None:
         #: the dead-lettered copy (x-death recorded) as last sent to the DLX
         self.msg = msg
         self.reason = reason
         #: the message as it died (what the queue's discards hold, and get back if the worker restarts)
         self.original = original
+        #: its failed deliveries where it died (4.3's ``delivery_count`` annotation on the copy)
+        self.count = count
         #: names of the target queues that accepted it
         self.settled: list[str] = []
         #: virtual ms of the last attempt that reached a queue; None while it never did
@@ -63,8 +65,8 @@ class DeadLetterWorker:
 
     def __init__(self, queue: Queue) -> None:
         self.queue = queue
-        #: (reason, message as it died) not yet taken by the worker, oldest first
-        self.discards: deque[tuple[str, Message]] = deque()
+        #: (reason, message as it died, its failed deliveries) not yet taken by the worker, oldest first
+        self.discards: deque[tuple[str, Message, int]] = deque()
         #: taken and not yet settled, by the order they were taken
         self.pending: dict[int, Pending] = {}
         self._next = 0
@@ -74,11 +76,11 @@ class DeadLetterWorker:
         self.closed = False
 
     # -- intake --------------------------------------------------------------------------------------------
-    def discard(self, msgs: list[Message], reason: str) -> None:
+    def discard(self, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None:
         """``rabbit_fifo_dlx:discard/4``: buffer the messages, then let the worker take what it can."""
         emit = self.queue.vhost.broker.events.emit
-        for m in msgs:
-            self.discards.append((reason, m))
+        for i, m in enumerate(msgs):
+            self.discards.append((reason, m, 0 if counts is None else counts[i]))
             self.count += 1
             self.bytes += len(m.body)
             emit("dead-letter-buffered", m, queue=self.queue.name, reason=reason)
@@ -86,23 +88,24 @@ class DeadLetterWorker:
 
     def messages(self) -> list[tuple[str, Message]]:
         """What the buffer holds, oldest first: (reason, message) - pending ones as last sent."""
-        return [(p.reason, p.msg) for p in self.pending.values()] + list(self.discards)
+        return [(p.reason, p.msg) for p in self.pending.values()] + [(r, m) for r, m, _ in self.discards]
 
     # -- the worker ----------------------------------------------------------------------------------------
     def _checkout(self) -> None:
         while self.discards and len(self.pending) < PREFETCH and not self.closed:
-            reason, msg = self.discards.popleft()
-            self._forward(reason, msg)
+            reason, msg, count = self.discards.popleft()
+            self._forward(reason, msg, count)
         self._maybe_set_timer()
 
-    def _forward(self, reason: str, msg: Message) -> None:
+    def _forward(self, reason: str, msg: Message, count: int = 0) -> None:
         """``rabbit_fifo_dlx_worker:forward/6``: record the death, route, publish."""
         q = self.queue
         vhost = q.vhost
         broker = vhost.broker
         dlx = q.settings.dead_letter_exchange or ""
         copy = broker.dead_letters.make_copy(msg, q.name, reason, dlx, q.settings.dead_letter_routing_key)
-        p = Pending(copy, reason, msg)
+        copy.delivery_count = count
+        p = Pending(copy, reason, msg, count)
         key = self._next
         self._next += 1
         self.pending[key] = p
@@ -197,7 +200,7 @@ class DeadLetterWorker:
         current time, through the current topology (``rabbit_fifo_dlx`` checkout by a new consumer)."""
         if self.closed:
             return
-        back = [(p.reason, p.original) for p in self.pending.values()]
+        back = [(p.reason, p.original, p.count) for p in self.pending.values()]
         self.pending.clear()
         self.discards.extendleft(reversed(back))
         if self._timer is not None:
@@ -242,4 +245,5 @@ def _readdressed(msg: Message, exchange: str, keys: tuple[str, ...]) -> Message:
     new = Message(exchange, keys, msg.props, msg.body, bcc=msg.bcc, ttl_ms=msg.ttl_ms, msg_id=msg.id)
     new.deaths = msg.deaths
     new.first_death = msg.first_death
+    new.delivery_count = msg.delivery_count
     return new

@@ -53,6 +53,7 @@ class Message:
         "bcc",
         "body",
         "deaths",
+        "delivery_count",
         "exchange",
         "first_death",
         "id",
@@ -81,6 +82,9 @@ class Message:
         self.first_death: tuple[str, str, str] | None = None  # (reason, queue, exchange)
         self.ttl_ms = ttl_ms
         self.id = msg_id
+        #: the ``delivery_count`` annotation a 4.3 dead-lettered copy carries (failed deliveries where it died;
+        #: 0: none). The queue it lands in counts on from it and delivers it as redelivered.
+        self.delivery_count = 0
 
     @classmethod
     def from_publish(

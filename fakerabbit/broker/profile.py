@@ -32,6 +32,7 @@ from typing import Final, Literal
 __all__ = ["ACCEPTED_VERSIONS", "Profile", "get_profile"]
 
 ClientXDeath = Literal["edit", "parse", "ignore"]
+QuorumPriorities = Literal["fifo", "weighted", "strict"]
 DeliveryLimitCounter = Literal["returns", "acquired", "failed"]
 QueueMasterLocator = Literal["crash-if-invalid", "ignored", "denied"]
 
@@ -64,11 +65,45 @@ class Profile:
     delivery_limit_counter: DeliveryLimitCounter
     #: DLIM-4: ``x-acquired-count`` header on redelivered quorum messages (4.3+).
     acquired_count_header: bool
-    #: DLIM-4: ``x-delivery-count`` is already present (as 0) on the first delivery (LEGACY; seen on 3.10.8).
+    #: DLIM-4: ``x-delivery-count`` is already present (as 0) on the first ``basic.get`` (LEGACY; seen on 3.10.8;
+    #: a consumer's first delivery has none).
     delivery_count_header_from_zero: bool
     #: DLIM-1/2, POL-3: a negative delivery limit means "unlimited" and wins over a positive one (max),
     #: and the ``delivery-limit`` policy accepts negative integers (4.x). Before, the policy must be ≥ 0.
     negative_delivery_limit_unlimited: bool
+
+    # -- consumers ------------------------------------------------------------------------------------------
+    #: ``basic.qos`` with ``global=true`` limits the whole channel (≤4.2). From 4.3.0 the deprecated feature
+    #: ``global_qos`` is ``denied_by_default``: rabbit_channel handles it as ``global=false`` (a per-consumer
+    #: prefetch for consumers started later; quorum queues consume on such a channel). Live 4.0.5 vs 4.3.6.
+    global_qos: bool
+    #: 4.3: failed deliveries travel with a dead-lettered message (mc annotation ``delivery_count``): a classic
+    #: queue counts them (``rabbit_variable_queue``: ``basic.reject`` and a consumer's channel going down count,
+    #: ``basic.nack`` does not), a copy dead-lettered with a count is delivered as redelivered from the next
+    #: queue (a quorum queue also shows it as ``x-delivery-count`` / ``x-acquired-count`` and counts its
+    #: delivery limit on from it). Live 4.3.6; 4.0.5 never shows a dead-lettered copy as redelivered.
+    dead_letter_delivery_count: bool
+    #: 4.3: ``purge-ok`` of an at-least-once quorum queue counts the dead letters it holds too (they are not
+    #: purged: still delivered later). Live 4.3.6: 3 for 1 ready + 2 held; 4.0.5: 1.
+    purge_counts_held_dead_letters: bool
+    #: Message priorities in quorum queues: none (≤3.13, FIFO); 4.0-4.2 two classes, priority > 4 "high", taken
+    #: two high to one normal unless the normal one is older (``rabbit_fifo_q``, weight 2); 4.3 strict order of
+    #: 32 levels, no priority counting as 4 (``rabbit_fifo_pq``). Returned messages come first in every version.
+    #: Live 3.10.8, 4.0.5, 4.3.6.
+    quorum_priorities: QuorumPriorities
+    #: 4.x quorum queues with single active consumer honour consumer priorities (rabbit_fifo
+    #: ``activate_next_consumer``): a waiting consumer of higher priority takes over once the active one has no
+    #: unacknowledged messages (the active one gets nothing more meanwhile). Live 4.0.5 and 4.3.6; 3.10.8 not.
+    quorum_sac_priority: bool
+    #: 3.13+: ``mc_amqpl:protocol_state/2`` delivers the headers sorted by key (``lists:usort``), whatever order
+    #: the publisher sent (types kept). Live 4.0.5 and 4.3.6 (3.10.8 keeps the order; 3.13 has the same code).
+    sorted_headers: bool
+    #: Direct reply-to is a volatile queue (4.3, ``rabbit_volatile_queue``): a reply takes the requester
+    #: channel's next delivery tag, and a reply whose token names a channel of this node counts as routed
+    #: (mandatory: no return, even when that channel has gone). Before, replies reuse the next tag without
+    #: taking it, a mandatory reply is always returned (312 NO_ROUTE) and a token with two parts whose first
+    #: is not an encoded pid crashes the connection (541). Live 3.10.8, 4.0.5, 4.3.6.
+    reply_to_volatile_queue: bool
 
     # -- policies (spec L) --------------------------------------------------------------------------------
     #: POL-3: keys an operator policy may contain.
@@ -231,6 +266,13 @@ _P310: Final = Profile(
     acquired_count_header=False,
     delivery_count_header_from_zero=True,
     negative_delivery_limit_unlimited=False,
+    global_qos=True,
+    reply_to_volatile_queue=False,
+    dead_letter_delivery_count=False,
+    purge_counts_held_dead_letters=False,
+    quorum_priorities="fifo",
+    quorum_sac_priority=False,
+    sorted_headers=False,
     operator_policy_keys=_OPERATOR_KEYS_312,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     unsupported_classic_policy_keys=_UNSUPPORTED_CLASSIC,
@@ -261,6 +303,7 @@ _P313: Final = replace(
     x_death_mc_order=True,
     message_containers=True,
     normalise_expiration=True,
+    sorted_headers=True,
     delivery_count_header_from_zero=False,
     operator_policy_keys=_OPERATOR_KEYS_313,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ | {"single-active-consumer"},
@@ -273,6 +316,8 @@ _P40: Final = replace(
     server_version="4.0.0",
     access_refused_names_permission=True,
     client_x_death="ignore",
+    quorum_priorities="weighted",
+    quorum_sac_priority=True,
     delivery_limit_default=20,
     delivery_limit_counter="acquired",
     negative_delivery_limit_unlimited=True,
@@ -291,6 +336,11 @@ _P43: Final = replace(
     server_version="4.3.0",
     delivery_limit_counter="failed",
     acquired_count_header=True,
+    global_qos=False,
+    reply_to_volatile_queue=True,
+    dead_letter_delivery_count=True,
+    purge_counts_held_dead_letters=True,
+    quorum_priorities="strict",
     # Permitted on purpose (docs/compatibility.md): RabbitMQ gates this deprecated feature by node
     # configuration (``deprecated_features.permit.transient_nonexcl_queues``), and test suites declare such
     # queues everywhere.

@@ -126,6 +126,9 @@ class Queue:
         self.deleted = False
         self.had_consumers = False
         self._levels: list[deque[Entry]] = [deque()]
+        #: 4.0 - 4.2 quorum priorities: two classes taken 2:1 (``rabbit_fifo_q``), and its dequeue counter
+        self._weighted = False
+        self._dequeue_counter = 0
         self._set_levels()
         self.ready_count = 0
         self.ready_bytes = 0
@@ -140,16 +143,34 @@ class Queue:
 
     # -- structure ------------------------------------------------------------------------------------------
     def _set_levels(self) -> None:
-        mp = self.settings.max_priority if not self.is_quorum else None
-        n = (mp + 1) if mp is not None else 1
+        if self.is_quorum:
+            # quorum: priority classes (4.x) plus, on top, the returns queue served before them (rabbit_fifo)
+            mode = self.vhost.broker.profile.quorum_priorities
+            self._weighted = mode == "weighted"
+            n = 1 if mode == "fifo" else (3 if mode == "weighted" else 33)
+        else:
+            mp = self.settings.max_priority
+            n = (mp + 1) if mp is not None else 1
         if n != len(self._levels):
             old = list(self._iter_ready())
             self._levels = [deque() for _ in range(n)]
             for e in old:
                 self._levels[self._level(e)].append(e)
 
+    def _entry_priority(self, msg: Message) -> int:
+        """The priority level a new message is queued at."""
+        if len(self._levels) == 1:
+            return 0
+        if not self.is_quorum:
+            return msg.priority
+        p = msg.props.priority
+        if self._weighted:
+            return 1 if p is not None and p > 4 else 0  # rabbit_fifo:priority_tag/1
+        return 4 if p is None else max(0, min(p, 31))  # rabbit_fifo:msg_priority/1
+
     def _level(self, e: Entry) -> int:
-        return min(e.priority, len(self._levels) - 1)
+        top = len(self._levels) - (2 if self.is_quorum and len(self._levels) > 1 else 1)
+        return min(e.priority, top)
 
     def _iter_ready(self) -> Iterator[Entry]:
         for level in reversed(self._levels):
@@ -159,13 +180,38 @@ class Queue:
         """Ready messages in delivery order."""
         return list(self._iter_ready())
 
+    def _weighted_level(self) -> deque[Entry] | None:
+        """4.0 - 4.2 quorum queues (``rabbit_fifo_q:next/1``): returns first, then "high" unless it is the
+        third take in a row and the oldest normal message is older than the oldest high one."""
+        returns, hi, no = self._levels[2], self._levels[1], self._levels[0]
+        if returns:
+            return returns
+        if hi and no and self._dequeue_counter == 2:
+            return hi if hi[0].seq < no[0].seq else no
+        if hi:
+            return hi
+        return no or None
+
     def _head(self) -> Entry | None:
+        if self._weighted:
+            level = self._weighted_level()
+            return level[0] if level else None
         for level in reversed(self._levels):
             if level:
                 return level[0]
         return None
 
     def _pop_head(self) -> Entry:
+        if self._weighted:
+            level = self._weighted_level()
+            if level is None:
+                raise IndexError("queue is empty")
+            if level is not self._levels[2]:
+                self._dequeue_counter = 0 if self._dequeue_counter == 2 else self._dequeue_counter + 1
+            e = level.popleft()
+            self.ready_count -= 1
+            self.ready_bytes -= e.msg.size
+            return e
         for level in reversed(self._levels):
             if level:
                 e = level.popleft()
@@ -182,11 +228,14 @@ class Queue:
     def _push_front(self, e: Entry) -> None:
         # Quorum queues keep returned messages in a FIFO "returns" queue served before the others
         # (rabbit_fifo lqueue:in): a return goes after earlier returns still waiting at the head.
-        level = self._levels[self._level(e)]
-        i = 0
-        while i < len(level) and level[i].redelivered:
-            i += 1
-        level.insert(i, e)
+        if len(self._levels) > 1:
+            self._levels[-1].append(e)  # the returns queue, above every priority class
+        else:
+            level = self._levels[0]
+            i = 0
+            while i < len(level) and level[i].redelivered:
+                i += 1
+            level.insert(i, e)
         self.ready_count += 1
         self.ready_bytes += e.msg.size
 
@@ -270,7 +319,8 @@ class Queue:
             elif self._would_overflow(msg.size):
                 self.vhost.broker.events.emit("rejected-publish", msg, queue=self.name)
                 if mode == "reject-publish-dlx":
-                    self.vhost.dead_letter(self, [msg], "maxlen")
+                    counts = [msg.delivery_count] if self.vhost.broker.profile.dead_letter_delivery_count else None
+                    self.vhost.dead_letter(self, [msg], "maxlen", counts)
                 return False
         ttl = s.message_ttl
         if msg.ttl_ms is not None and (ttl is None or msg.ttl_ms < ttl):
@@ -279,11 +329,20 @@ class Queue:
         entry = Entry(
             msg,
             None if ttl is None else self.vhost.broker.clock.now_ms() + ttl,
-            0 if len(levels) == 1 else msg.priority,
+            0 if len(levels) == 1 else self._entry_priority(msg),
         )
-        self._expire_head()
+        if msg.delivery_count:
+            # 4.3: a dead letter's failed deliveries count on here, and it goes out as redelivered - except from
+            # a classic queue to a consumer waiting for it (attempt_delivery sends the publish's own flag)
+            entry.delivery_count = msg.delivery_count
+            entry.redelivered = self.is_quorum
+        if self.is_quorum:
+            self._expire_head()
+        # (a classic queue checks no expiry before a publish: rabbit_amqqueue_process:deliver_or_enqueue)
         if self.ready_count == 0 and self.consumers and self._deliver_now(entry):
             return True
+        if msg.delivery_count:
+            entry.redelivered = True  # not taken by a waiting consumer: fetched later (set_deliver_flag)
         if ttl == 0 and s.message_ttl == 0 and s.dead_letter_exchange is None:
             # rabbit_amqqueue_process:deliver_or_enqueue's shortcut: queue TTL 0 and no DLX -> discard.
             self.vhost.broker.events.emit("expired", msg, queue=self.name)
@@ -295,11 +354,17 @@ class Queue:
         if self.is_quorum:
             self.check_limit()
         dropped = (s.max_length is not None or s.max_length_bytes is not None) and self._drop_over_limit()
-        if self.ready_count == 1 or dropped or len(levels) > 1:
-            # The head (may have) changed. TTL-4/TTL-6: an already-due message expires at once only if it is
-            # (or becomes) the head; otherwise (re)arm the head's timer.
+        if self.is_quorum:
+            if self.ready_count == 1 or dropped or len(levels) > 1:
+                self._expire_head()
+                self._schedule_ttl()
+        elif (dropped or self.ready_count == 1) and not (
+            dropped and self.ready_count == 1 and entry.expires_at is None
+        ):
+            # deliver_or_enqueue: expiry is checked (and the TTL timer armed for the head) only when the queue had
+            # been empty or something was dropped - not when the message joins others, even as the new head of a
+            # priority queue: an expired message stays counted (and is even what the next basic.get returns)
             self._expire_head()
-            self._schedule_ttl()
         return True
 
     def _below_soft_limit(self) -> bool:
@@ -318,13 +383,14 @@ class Queue:
         """drop-head: remove (and dead-letter, reason ``maxlen``) head messages while over a limit."""
         if self._overflow_mode() != "drop-head":
             return False
-        dropped: list[Message] = []
+        gone: list[Entry] = []
         while self.ready_count and self._over_limit():
-            dropped.append(self._pop_head().msg)
+            gone.append(self._pop_head())
+        dropped = [e.msg for e in gone]
         if dropped:
             for m in dropped:
                 self.vhost.broker.events.emit("dropped-maxlen", m, queue=self.name)
-            self.vhost.dead_letter(self, dropped, "maxlen")
+            self.vhost.dead_letter(self, dropped, "maxlen", self._counts(gone))
         return bool(dropped)
 
     # -- TTL ------------------------------------------------------------------------------------------------
@@ -337,29 +403,30 @@ class Queue:
                 return
             # One level (no x-max-priority): pop the due run off the deque directly.
             now = self.vhost.broker.clock.now_ms()
-            expired: list[Message] = []
+            gone: list[Entry] = []
             size = 0
             while level:
                 at = level[0].expires_at
                 if at is None or at > now:
                     break
-                m = level.popleft().msg
-                expired.append(m)
-                size += len(m.body)
-            self.ready_count -= len(expired)
+                e = level.popleft()
+                gone.append(e)
+                size += len(e.msg.body)
+            self.ready_count -= len(gone)
             self.ready_bytes -= size
         else:
             head = self._head()
             if head is None or head.expires_at is None:
                 return
             now = self.vhost.broker.clock.now_ms()
-            expired = []
+            gone = []
             while head is not None and head.expires_at is not None and head.expires_at <= now:
-                expired.append(self._pop_head().msg)
+                gone.append(self._pop_head())
                 head = self._head()
-        if expired:
+        if gone:
+            expired = [e.msg for e in gone]
             self.vhost.broker.events.record_each(EXPIRED, expired, self.name)
-            self.vhost.dead_letter(self, expired, "expired")
+            self.vhost.dead_letter(self, expired, "expired", self._counts(gone))
         self._schedule_ttl()
 
     def _schedule_ttl(self) -> None:
@@ -427,8 +494,28 @@ class Queue:
 
     def _active_consumers(self) -> list[Consumer]:
         if self.settings.single_active_consumer and self.consumers:
+            if self.is_quorum and self.vhost.broker.profile.quorum_sac_priority:
+                return self._quorum_single_active()
             return self.consumers[:1]
         return self.consumers
+
+    def _quorum_single_active(self) -> list[Consumer]:
+        """4.x ``rabbit_fifo:activate_next_consumer``: the first consumer is the active one; a waiting one of
+        higher priority takes over when the active one has nothing unacknowledged, and until then the active one
+        is quiescing (gets nothing)."""
+        consumers = self.consumers
+        active = consumers[0]
+        best: Consumer | None = None
+        for c in consumers[1:]:
+            if best is None or c.priority > best.priority:
+                best = c
+        if best is None or best.priority <= active.priority:
+            return [active]
+        if active.unacked:
+            return []
+        consumers.remove(best)
+        consumers.insert(0, best)
+        return [best]
 
     def _next_consumer(self) -> Consumer | None:
         consumers = self._active_consumers()
@@ -457,19 +544,28 @@ class Queue:
         """Hand ready messages to consumers with capacity, round-robin, highest priority first."""
         if not self.consumers or self.deleted:
             return
+        quorum = self.is_quorum
         while self.ready_count:
-            self._expire_head()
-            if not self.ready_count:
-                break
+            if quorum:
+                self._expire_head()
+                if not self.ready_count:
+                    break
             c = self._next_consumer()
             if c is None:
                 break
-            c.session.deliver(c, self, self._pop_head())
+            e = self._pop_head()
+            if not quorum:
+                # rabbit_amqqueue_process:fetch/2 takes the head as it is, then drops what became expired
+                self._expire_head()
+            c.session.deliver(c, self, e)
         self._schedule_ttl()
 
     def fetch(self) -> Entry | None:
-        """``basic.get``: the head message, never an expired one."""
-        self._expire_head()
+        """``basic.get``: the head message. A quorum queue never hands out an expired one; a classic queue
+        takes its head as it is (``fetch/2``: "we will send expired messages at times"), which is expired only
+        where RabbitMQ checked no expiry (a TTL-0 message that became the head of a priority queue)."""
+        if self.is_quorum:
+            self._expire_head()
         if not self.ready_count:
             return None
         e = self._pop_head()
@@ -498,21 +594,27 @@ class Queue:
         if requeue:
             self.requeue(entries, failed=not explicit_nack)
         else:
-            self.vhost.dead_letter(self, [e.msg for e in entries], "rejected")
+            # 4.3: basic.reject is a failed delivery (discard), basic.nack is not (modify, undeliverable here)
+            counts = self._counts(entries, 0 if explicit_nack else 1)
+            self.vhost.dead_letter(self, [e.msg for e in entries], "rejected", counts)
 
-    def release(self, entries: list[Entry]) -> None:
-        """Unacked entries come back because their channel or connection closed."""
+    def release(self, entries: list[Entry], *, failed: bool = True) -> None:
+        """Unacked entries come back because their channel or connection closed (a failed delivery) or the
+        client asked for them again with ``basic.recover`` (not one: 4.3 counts neither its delivery limit nor
+        its ``delivery_count`` for it, live 4.3.6)."""
         self.unacked -= len(entries)
         if not self.deleted:
-            self.requeue(entries, failed=True)
+            self.requeue(entries, failed=failed)
 
     def requeue(self, entries: Iterable[Entry], *, failed: bool) -> None:
         profile = self.vhost.broker.profile
         limit = self.settings.delivery_limit if self.is_quorum else None
         back: list[Entry] = []
-        over: list[Message] = []
+        over: list[Entry] = []
         for e in entries:
             e.redelivered = True
+            if not self.is_quorum and failed and profile.dead_letter_delivery_count:
+                e.delivery_count += 1  # rabbit_variable_queue:maybe_inc_delivery_count
             if self.is_quorum:
                 counter = profile.delivery_limit_counter
                 e.acquired_count += 1
@@ -520,7 +622,7 @@ class Queue:
                     e.delivery_count += 1
                 count = e.acquired_count if counter == "acquired" else e.delivery_count
                 if limit is not None and count > limit:
-                    over.append(e.msg)
+                    over.append(e)
                     continue
             back.append(e)
         for e in back:
@@ -528,19 +630,32 @@ class Queue:
                 if limit is not None:
                     self._push_front(e)
                 else:
+                    if len(self._levels) > 1:
+                        # rabbit_fifo #requeue{} (no delivery limit): enqueued anew, at the default priority
+                        e.priority = 0 if self._weighted else 4
+                        e.seq = next(_seq)
                     self._push_tail(e)
             else:
                 self._insert_by_seq(e)
         if over:
-            for m in over:
-                self.vhost.broker.events.emit("delivery-limit", m, queue=self.name)
-            self.vhost.dead_letter(self, over, "delivery_limit")
+            for e in over:
+                self.vhost.broker.events.emit("delivery-limit", e.msg, queue=self.name)
+            self.vhost.dead_letter(self, [e.msg for e in over], "delivery_limit", self._counts(over))
         self._drop_over_limit()
         self._expire_head()
         self.dispatch()
 
+    def _counts(self, entries: list[Entry], failed_now: int = 0) -> list[int] | None:
+        """The failed deliveries dead-lettered copies carry (4.3's ``delivery_count`` annotation), or None."""
+        if not self.vhost.broker.profile.dead_letter_delivery_count:
+            return None
+        return [e.delivery_count + failed_now for e in entries]
+
     def purge(self) -> int:
+        """Remove the ready messages; the count purge-ok reports (4.3: held dead letters too, not removed)."""
         n = self.ready_count
+        if self.vhost.broker.profile.purge_counts_held_dead_letters:
+            n += self.held_dead_letters()[0]
         for level in self._levels:
             level.clear()
         self.ready_count = 0

@@ -157,6 +157,13 @@ class Session:
                 raise errors.PreconditionFailed("fast reply consumer does not exist")
             props = props.replace(reply_to=f"{REPLY_TO}.{self.reply_to_token}")
         msg = Message.from_publish(exchange, routing_key, props, body, ttl_ms=ttl, msg_id=self.broker.next_msg_id())
+        if self.broker.profile.sorted_headers:
+            headers = msg.props.headers
+            if headers is not None and len(headers) > 1:
+                keys = list(headers)
+                ordered = sorted(keys, key=_key_bytes)
+                if keys != ordered:
+                    msg.props = msg.props.replace(headers={k: headers[k] for k in ordered})
         if self.broker.profile.client_x_death != "ignore":
             self.broker.dead_letters.adopt_client_deaths(msg)
         seq = 0
@@ -194,16 +201,27 @@ class Session:
 
     def _direct_reply(self, msg: Message, mandatory: bool, seq: int) -> None:
         token = msg.routing_key[len(REPLY_TO) + 1 :]
-        target = self.broker.reply_sessions.get(token)
+        broker = self.broker
+        target = broker.reply_sessions.get(token)
         consumer = target.reply_consumer if target is not None else None
-        if target is None or consumer is None:
-            if mandatory:
-                self.sink.send_return(312, "NO_ROUTE", "", msg.routing_key, msg.props.raw, msg.body)
+        if broker.profile.reply_to_volatile_queue:
+            # rabbit_volatile_queue:exists/1 - the pid half decodes to a channel of this node
+            routed = token.partition(".")[0] in broker.reply_pids
         else:
-            # RabbitMQ 3.10 gives a reply the channel's next delivery tag without using it up
-            target.sink.send_deliver(consumer.tag, target.next_tag, False, "", msg.routing_key, msg.props.raw, msg.body)
+            # rabbit_channel:deliver_reply (≤4.2): a reply is never "routed" to a queue, so mandatory returns it
+            routed = False
+            if consumer is None and not _v1_decodable(token):
+                raise errors.InternalError("")  # binary_to_term on what is not an encoded pid
+        if mandatory and not routed:
+            self.sink.send_return(312, "NO_ROUTE", "", msg.routing_key, msg.props.raw, msg.body)
         if seq:
             self.sink.send_confirm(True, seq, False)
+        if target is not None and consumer is not None:
+            tag = target.next_tag
+            if broker.profile.reply_to_volatile_queue:
+                target.next_tag += 1
+            # (≤4.2: RabbitMQ gives a reply the channel's next delivery tag without using it up)
+            target.sink.send_deliver(consumer.tag, tag, False, "", msg.routing_key, msg.props.raw, msg.body)
 
     # -- consuming ------------------------------------------------------------------------------------------
     def has_global_capacity(self) -> bool:
@@ -220,7 +238,7 @@ class Session:
     def qos(self, prefetch_size: int, prefetch_count: int, global_: bool) -> None:
         if prefetch_size != 0:
             raise errors.NotImplemented_(f"prefetch_size!=0 ({prefetch_size})")
-        if global_:
+        if global_ and self.broker.profile.global_qos:
             self.global_prefetch = prefetch_count
         else:
             # rabbit_channel: a per-consumer qos also lifts the channel-wide limit (rabbit_limiter:unlimit_prefetch)
@@ -280,6 +298,7 @@ class Session:
             + base64.b64encode(os.urandom(16)).decode().replace("/", "_").replace("+", "-")
         )
         self.broker.reply_sessions[self.reply_to_token] = self
+        self.broker.reply_pids.add(self.reply_to_token.partition(".")[0])
         pseudo = self.vhost.pseudo_queue(REPLY_TO)
         c = Consumer(
             tag or new_tag("amq.ctag-"),
@@ -331,10 +350,10 @@ class Session:
         self.broker.events.record(DELIVERED, msg.id, q.name, c.tag, tag)
         self.sink.send_deliver(c.tag, tag, e.redelivered, msg.exchange, msg.routing_key, props, msg.body)
 
-    def _delivery_props(self, q: Queue, e: Entry) -> bytes:
+    def _delivery_props(self, q: Queue, e: Entry, *, get: bool = False) -> bytes:
         if not q.is_quorum:
             return e.msg.props.raw
-        return self.broker.dead_letters.quorum_delivery_props(e)
+        return self.broker.dead_letters.quorum_delivery_props(e, get=get)
 
     def get(self, queue_name: str, no_ack: bool) -> GetResult | None:
         self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", queue_name)
@@ -358,7 +377,7 @@ class Session:
             msg.exchange,
             msg.routing_key,
             q.ready_count,
-            self._delivery_props(q, e),
+            self._delivery_props(q, e, get=True),
             msg.body,
         )
 
@@ -409,7 +428,7 @@ class Session:
         """basic.recover(requeue=true): every unacked message goes back to its queue, marked redelivered."""
         taken = self._take(0, True)
         for q, entries in _group(taken):
-            q.release(entries)
+            q.release(entries, failed=False)
         self._dispatch_all()
 
     def dispatch_all(self) -> None:
@@ -472,6 +491,23 @@ class Session:
         self.unacked_bytes = 0
         for q, entries in _group(taken):
             q.release(entries)
+
+
+def _key_bytes(key: str) -> bytes:
+    return key.encode("utf-8", "surrogateescape")
+
+
+def _v1_decodable(token: str) -> bool:
+    """``rabbit_direct_reply_to:decode_reply_to_v1/1`` does not crash: the token is not two ``.``-separated
+    parts, or its first part is base64 of an Erlang term (as every token this fake issues is)."""
+    parts = [p for p in token.split(".") if p]
+    if len(parts) != 2:
+        return True
+    try:
+        raw = base64.b64decode(parts[0].replace("-", "+").replace("_", "/"), validate=True)
+    except ValueError:
+        return False
+    return raw[:1] == b"\x83"
 
 
 def _group(taken: Iterable[Unacked]) -> list[tuple[Queue, list[Entry]]]:

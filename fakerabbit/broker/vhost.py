@@ -13,7 +13,6 @@ from fakerabbit.broker.arguments import (
     validate_new_queue,
 )
 from fakerabbit.broker.delayed import DelayedMessages, validate_declare
-from fakerabbit.broker.events import DEAD_LETTERED
 from fakerabbit.broker.exchange import Binding, Exchange, ExchangeType
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.message import Message
@@ -445,43 +444,9 @@ class Vhost:
         value = policy.definition.get("alternate-exchange") if policy is not None else None
         return value if isinstance(value, str) else None
 
-    def dead_letter(self, queue: Queue, msgs: list[Message], reason: str) -> None:
-        """Dead-letter messages that died in ``queue``: route copies through its DLX, or drop them."""
-        broker = self.broker
-        dlx = queue.settings.dead_letter_exchange
-        if not broker.dead_lettering or dlx is None:
-            why = "no dead-letter exchange" if broker.dead_lettering else "dead-lettering turned off"
-            for m in msgs:
-                broker.events.emit("dropped", m, queue=queue.name, reason=reason, why=why)
-            return
-        worker = queue.dlx_worker
-        if worker is not None:
-            # at-least-once (quorum): kept in the queue until every target queue accepted them (dlx_worker.py)
-            worker.discard(msgs, reason)
-            queue.check_limit()
-            return
-        x = self.exchanges.get(dlx)
-        if x is None:
-            for m in msgs:
-                broker.events.emit(
-                    "dropped", m, queue=queue.name, reason=reason, why=f"dead-letter exchange '{dlx}' missing"
-                )
-            return
-        dlrk = queue.settings.dead_letter_routing_key
-        # (bound once: expiring a big queue runs this loop for every message)
-        make_copy, is_cycle = broker.dead_letters.make_copy, broker.dead_letters.is_cycle
-        events, route, name = broker.events, self.route, queue.name
-        emit, record = events.emit, events.record
-        for m in msgs:
-            new = make_copy(m, name, reason, dlx, dlrk)
-            targets = route(x, new)
-            if events.enabled:
-                record(DEAD_LETTERED, m.id, name, reason, dlx, tuple([t.name for t in targets]))
-            for t in targets:
-                if is_cycle(new, t.name, reason):
-                    emit("dropped", new, queue=t.name, reason=reason, why="dead-letter cycle")
-                    continue
-                t.publish(new, dead_lettered=True)
+    def dead_letter(self, queue: Queue, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None:
+        """Dead-letter messages that died in ``queue`` (see :meth:`DeadLetters.dead_letter`)."""
+        self.broker.dead_letters.dead_letter(queue, msgs, reason, counts)
 
     # -- policies -------------------------------------------------------------------------------------------
     def _apply_policies(self, q: Queue) -> None:

@@ -136,13 +136,46 @@ def test_global_prefetch_is_shared_by_the_channel(broker: Target, conn: Any) -> 
     got: list[int] = []
     ch.basic_consume(q1, lambda c, m, p, b: got.append(m.delivery_tag))
     ch.basic_consume(q2, lambda c, m, p, b: got.append(m.delivery_tag))
-    pump(conn, lambda: len(got) >= 3)
+    if not broker.at_least("4.3"):
+        pump(conn, lambda: len(got) >= 3)
+        settle(conn)
+        assert len(got) == 3
+        ch.basic_ack(got[0])
+        pump(conn, lambda: len(got) >= 4)
+        settle(conn)
+        assert len(got) == 4
+        return
+    # 4.3: the deprecated feature global_qos is denied by default; global=true is handled as a per-consumer
+    # prefetch, so each consumer gets 3 (live 4.3.6)
+    pump(conn, lambda: len(got) >= 6)
     settle(conn)
-    assert len(got) == 3
-    ch.basic_ack(got[0])
-    pump(conn, lambda: len(got) >= 4)
+    assert len(got) == 6
+
+
+def test_two_consumers_under_a_global_prefetch_of_two(broker: Target, conn: Any) -> None:
+    """Issue 10: 2 deliveries per channel up to 4.2 (channel-wide limit), 2 per consumer (4 in all) on 4.3."""
+    _two_consumers_under_a_global_prefetch_of_two(broker, conn)
+
+
+@pytest.mark.rabbitmq_version("4.0")
+def test_two_consumers_under_a_global_prefetch_of_two_40(broker: Target, conn: Any) -> None:
+    """The same on the fake's 4.0 profile (channel-wide) and live 4.0.5."""
+    _two_consumers_under_a_global_prefetch_of_two(broker, conn)
+
+
+def _two_consumers_under_a_global_prefetch_of_two(broker: Target, conn: Any) -> None:
+    q = broker.name()
+    pub = conn.channel()
+    fill(pub, q, 10)
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=2, global_qos=True)
+    got: list[int] = []
+    ch.basic_consume(q, lambda c, m, p, b: got.append(m.delivery_tag))
+    ch.basic_consume(q, lambda c, m, p, b: got.append(m.delivery_tag))
+    want = 4 if broker.at_least("4.3") else 2
+    pump(conn, lambda: len(got) >= want)
     settle(conn)
-    assert len(got) == 4
+    assert len(got) == want
 
 
 def test_global_and_per_consumer_prefetch_together(broker: Target, conn: Any) -> None:
@@ -171,6 +204,11 @@ def test_raising_prefetch_releases_more(broker: Target, conn: Any) -> None:
     settle(conn)
     assert len(got) == 1
     ch.basic_qos(prefetch_count=4, global_qos=True)
+    if broker.at_least("4.3"):
+        # 4.3: global qos is a per-consumer prefetch for consumers started later; the running one keeps 1
+        settle(conn)
+        assert len(got) == 1
+        return
     pump(conn, lambda: len(got) >= 4)
     settle(conn)
     assert len(got) == 4
@@ -482,6 +520,15 @@ def test_per_consumer_qos_lifts_the_channel_limit(broker: Target, conn: Any) -> 
 
 
 def test_replies_reuse_the_next_delivery_tag(broker: Target) -> None:
+    _replies_and_delivery_tags(broker)
+
+
+@pytest.mark.rabbitmq_version("4.0")
+def test_replies_reuse_the_next_delivery_tag_40(broker: Target) -> None:
+    _replies_and_delivery_tags(broker)
+
+
+def _replies_and_delivery_tags(broker: Target) -> None:
     q = broker.name()
     c = RawAMQP.connect(broker.url)
     c.open_channel(1)
@@ -501,9 +548,68 @@ def test_replies_reuse_the_next_delivery_tag(broker: Target) -> None:
         assert c.get_message(1).body == body
     c.publish(1, "", q, b"normal")
     c.rpc(1, spec.Basic.Get(queue=q), "Basic.GetOk")
-    # the get above took tag 2; both replies showed 2 before it was used
-    assert tags == [2, 2]
+    if broker.at_least("4.3"):
+        # 4.3: direct reply-to is a volatile queue; each reply takes a delivery tag (live 4.3.6)
+        assert tags == [2, 3]
+        assert c.seen[-1].method.delivery_tag == 4
+    else:
+        # the get above took tag 2; both replies showed 2 before it was used
+        assert tags == [2, 2]
+        assert c.seen[-1].method.delivery_tag == 2
     c.close()
+
+
+def _methods(frames: list[Any]) -> list[str]:
+    return [f.name for f in frames if f.type == 1]
+
+
+def test_mandatory_direct_replies(broker: Target) -> None:
+    """Issue 10: up to 4.2 a mandatory reply is always returned (NO_ROUTE), even when it is delivered; on 4.3 a
+    reply to a channel of the node is routed - no return, even when the requester has gone."""
+    _mandatory_direct_replies(broker)
+
+
+@pytest.mark.rabbitmq_version("4.0")
+def test_mandatory_direct_replies_40(broker: Target) -> None:
+    _mandatory_direct_replies(broker)
+
+
+def _mandatory_direct_replies(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.rpc(1, spec.Basic.Consume(queue="amq.rabbitmq.reply-to", no_ack=True, consumer_tag="rpc"), "Basic.ConsumeOk")
+    q = broker.name()
+    c.rpc(1, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
+    c.publish(1, "", q, b"request", spec.BasicProperties(reply_to="amq.rabbitmq.reply-to"))
+    c.rpc(1, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk")
+    reply_to = c.get_message(1).properties.reply_to
+    c.rpc(1, spec.Confirm.Select(), "Confirm.SelectOk")
+    legacy = not broker.at_least("4.3")
+    c.publish(1, "", reply_to, b"own", mandatory=True)
+    frames = c.quiet(0.3)
+    assert _methods(frames) == (["Basic.Return"] if legacy else []) + ["Basic.Ack", "Basic.Deliver"]
+    s = RawAMQP.connect(broker.url)
+    s.open_channel(1)
+    s.rpc(1, spec.Confirm.Select(), "Confirm.SelectOk")
+    s.publish(1, "", reply_to, b"other", mandatory=True)
+    assert _methods(s.quiet(0.3)) == (["Basic.Return"] if legacy else []) + ["Basic.Ack"]
+    assert _methods(c.quiet(0.2)) == ["Basic.Deliver"]
+    c.close()
+    s.publish(1, "", reply_to, b"late", mandatory=True)  # the requester has gone
+    assert _methods(s.quiet(0.3)) == (["Basic.Return"] if legacy else []) + ["Basic.Ack"]
+    for rk in ("amq.rabbitmq.reply-to", "amq.rabbitmq.reply-to.", "amq.rabbitmq.reply-to.abc"):
+        s.publish(1, "", rk, b"nowhere", mandatory=True)
+        frames = s.quiet(0.3)
+        assert _methods(frames) == ["Basic.Return", "Basic.Ack"], rk
+        assert (frames[0].method.reply_code, frames[0].method.routing_key) == (312, rk)
+    s.publish(1, "", "amq.rabbitmq.reply-to.abc.def", b"bad", mandatory=True)
+    if legacy:
+        # two parts, the first no encoded pid: decode_reply_to_v1's binary_to_term crashes the connection
+        close = s.expect_close()
+        assert (close.channel, close.reply_code, close.reply_text) == (0, 541, "INTERNAL_ERROR")
+    else:
+        assert _methods(s.quiet(0.3)) == ["Basic.Return", "Basic.Ack"]
+    s.sock.close()
 
 
 def test_stream_offset_on_a_classic_queue(broker: Target, conn: Any) -> None:
@@ -544,3 +650,59 @@ def test_basic_credit_and_access_request(broker: Target) -> None:
     close = c.expect_close()
     assert (close.channel, close.reply_code, close.class_id, close.method_id) == (0, 503, 60, 201)
     c.sock.close()
+
+
+# -- single active consumer and consumer priorities (issue 10 sweep) --------------------------------------------
+
+
+@pytest.mark.parametrize("qtype", ["classic", "quorum"])
+def test_single_active_consumer_and_a_higher_priority_newcomer(broker: Target, conn: Any, qtype: str) -> None:
+    """4.x quorum queues: a waiting consumer of higher priority takes over once the active one has acked what it
+    holds (the active one gets nothing more meanwhile); classic queues and 3.10 keep the first consumer."""
+    _sac_newcomer(broker, conn, qtype)
+
+
+@pytest.mark.rabbitmq_version("3.12")
+def test_single_active_consumer_and_a_higher_priority_newcomer_3x(broker: Target, conn: Any) -> None:
+    _sac_newcomer(broker, conn, "quorum")
+
+
+def _sac_newcomer(broker: Target, conn: Any, qtype: str) -> None:
+    q = broker.name()
+    args: dict[str, Any] = {"x-single-active-consumer": True}
+    if qtype == "quorum":
+        args["x-queue-type"] = "quorum"
+    pub = conn.channel()
+    pub.queue_declare(q, durable=True, arguments=args)
+    pub.confirm_delivery()
+    for i in range(6):
+        pub.basic_publish("", q, f"m{i}".encode())
+    got: list[tuple[str, str]] = []
+    tags: dict[str, list[int]] = {"A": [], "B": []}
+
+    def on(name: str) -> Any:
+        def cb(c: Any, m: Any, p: Any, b: bytes) -> None:
+            got.append((name, b.decode()))
+            tags[name].append(m.delivery_tag)
+
+        return cb
+
+    ca, cb = conn.channel(), conn.channel()
+    ca.basic_qos(prefetch_count=1)
+    cb.basic_qos(prefetch_count=1)
+    ca.basic_consume(q, on("A"))
+    pump(conn, lambda: got)
+    cb.basic_consume(q, on("B"), arguments={"x-priority": 10})
+    settle(conn)
+    ca.basic_ack(tags["A"][-1])
+    pump(conn, lambda: len(got) >= 2)
+    settle(conn)
+    takes_over = qtype == "quorum" and broker.at_least("4.0")
+    assert got == [("A", "m0"), ("B" if takes_over else "A", "m1")]
+    if takes_over:
+        cb.basic_ack(tags["B"][-1])
+        pump(conn, lambda: len(got) >= 3)
+        cb.basic_cancel(cb.consumer_tags[0])  # B keeps its unacked m2; A is active again
+        pump(conn, lambda: len(got) >= 4)
+        settle(conn)
+        assert got[2:] == [("B", "m2"), ("A", "m3")]

@@ -227,7 +227,16 @@ def test_switching_overflow_to_drop_head_deletes_what_is_held(broker: Target, ch
 
 # -- purge and delete -----------------------------------------------------------------------------------------
 def test_purge_leaves_the_held_dead_letters(broker: Target, ch: BlockingChannel) -> None:
-    """queue.purge removes ready messages only (purge-ok counts them); held dead letters are still delivered."""
+    """queue.purge removes ready messages only; held dead letters are still delivered."""
+    _purge_leaves_the_held_dead_letters(broker, ch)
+
+
+@pytest.mark.rabbitmq_version("4.0")
+def test_purge_leaves_the_held_dead_letters_40(broker: Target, ch: BlockingChannel) -> None:
+    _purge_leaves_the_held_dead_letters(broker, ch)
+
+
+def _purge_leaves_the_held_dead_letters(broker: Target, ch: BlockingChannel) -> None:
     dlx = broker.exchange("dlx")
     dlq = queue(ch, broker.name("dlq"))
     q = queue(ch, broker.name("src"), **ALO, **{"x-dead-letter-exchange": dlx, "x-dead-letter-routing-key": "k"})
@@ -236,7 +245,8 @@ def test_purge_leaves_the_held_dead_letters(broker: Target, ch: BlockingChannel)
     pub(ch, q, "r1")
     quiet(broker)
     wait_ready(broker, ch, q, 1)
-    assert ch.queue_purge(q).method.message_count == 1
+    # 4.3 counts the two held dead letters in purge-ok too (live 4.3.6: 3; 4.0.5 and 3.10.8: 1), but keeps them
+    assert ch.queue_purge(q).method.message_count == (3 if broker.at_least("4.3") else 1)
     assert held(broker, q) in (2, None)
     ch.exchange_declare(dlx, "direct")
     ch.queue_bind(dlq, dlx, "k")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import pika
 import pika.exceptions
 import pytest
@@ -463,3 +466,74 @@ def test_mi3_message_count_includes_expired_messages_not_at_head(broker: Target,
     ch.basic_publish("", q, b"expired", P(expiration="10"))
     broker.advance(0.06)
     assert ready(ch, q) == 2
+
+
+# -- quorum queues: TTL 0 and overflow together (issue 10) -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "items", "left", "dead"),
+    [
+        ({"x-message-ttl": 0}, [("a", None), ("b", None)], [], ["a", "b"]),
+        ({}, [("a", None), ("b", "0"), ("c", None)], [("a", 1), ("c", 0)], ["b"]),
+        (
+            {"x-max-length": 1, "x-overflow": "reject-publish-dlx"},
+            [("a", None), ("b", None), ("c", None)],
+            [("c", 0)],
+            ["a", "b"],
+        ),
+        (
+            {"x-max-length": 1, "x-overflow": "reject-publish-dlx", "x-message-ttl": 0},
+            [("a", None), ("b", None)],
+            [],
+            ["a", "b"],
+        ),
+        ({"x-max-length": 1}, [("a", "0"), ("b", None), ("c", "0")], [], ["a", "b", "c"]),
+        (
+            {"x-max-length": 2, "x-overflow": "reject-publish-dlx"},
+            [("a", None), ("b", "0"), ("c", None), ("d", None)],
+            [("c", 1), ("d", 0)],
+            ["a", "b"],
+        ),
+    ],
+    ids=["ttl0", "exp0-behind", "rpdlx", "rpdlx-ttl0", "drop-head-exp0", "rpdlx-exp0"],
+)
+def test_quorum_ttl0_and_overflow_route_and_count(
+    broker: Target,
+    ch: BlockingChannel,
+    args: dict[str, Any],
+    items: list[tuple[str, str | None]],
+    left: list[tuple[str, int]],
+    dead: list[str],
+) -> None:
+    """A quorum queue's reject-publish-dlx drops the head (dead-lettered as maxlen) and acks every publish; TTL-0
+    messages die at once, or when they reach the head; get-ok counts what is left. Live 4.0.5 and 4.3.6."""
+    if not broker.at_least("4.0"):
+        pytest.skip("live 3.10.8 keeps TTL-0 messages in a quorum queue (seen with a ring of TTL-0 queues)")
+    ch.confirm_delivery()
+    dlq = broker.name("dlq")
+    ch.queue_declare(dlq, durable=True)
+    q = broker.name("qq")
+    ch.queue_declare(
+        q,
+        durable=True,
+        arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq, **args},
+    )
+    for body, expiration in items:
+        ch.basic_publish("", q, body.encode(), pika.BasicProperties(expiration=expiration))  # every one is acked
+    if not broker.is_fake:
+        time.sleep(0.3)  # the quorum queue dead-letters asynchronously
+    got: list[tuple[str, int]] = []
+    while True:
+        method, _, body = ch.basic_get(q, auto_ack=True)
+        if method is None:
+            break
+        got.append((body.decode(), method.message_count))
+    assert got == left
+    dead_bodies = []
+    while True:
+        method, _, body = ch.basic_get(dlq, auto_ack=True)
+        if method is None:
+            break
+        dead_bodies.append(body.decode())
+    assert dead_bodies == dead

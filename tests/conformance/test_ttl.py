@@ -493,3 +493,50 @@ def test_ttl11_each_queue_is_independent(broker: Target, ch: BlockingChannel) ->
     assert [ready(ch, q) for q in (short, long_, none)] == [0, 1, 1]
     broker.advance(0.35)
     assert [ready(ch, q) for q in (short, long_, none)] == [0, 0, 1]
+
+
+# -- classic queues check expiry when RabbitMQ does (issue 10) -------------------------------------------------
+
+
+def test_ttl6_zero_ttl_at_the_head_of_a_priority_queue_stays_and_is_handed_out(
+    broker: Target, conn: pika.BlockingConnection
+) -> None:
+    """deliver_or_enqueue checks expiry after a publish only if the queue had been empty or something was dropped:
+    a TTL-0 message that becomes the head of a non-empty priority queue stays counted, a later publish does not
+    remove it, and ``basic.get`` (``fetch/2``: head first, expiry after) hands it out. Live 3.10.8, 4.0.5, 4.3.6."""
+    ch = conn.channel()
+    ch.confirm_delivery()
+    q = broker.name()
+    ch.queue_declare(q, arguments={"x-max-priority": 10})
+    ch.basic_publish("", q, b"A", pika.BasicProperties(priority=0))
+    ch.basic_publish("", q, b"B", pika.BasicProperties(priority=5, expiration="0"))
+    assert ready(ch, q) == 2
+    ch.basic_publish("", q, b"C", pika.BasicProperties(priority=0))
+    assert ready(ch, q) == 3
+    method, _, body = ch.basic_get(q, auto_ack=True)
+    assert (body, method.message_count) == (b"B", 2)
+    # behind a higher priority the same message waits, counted, and expires when it is exposed
+    q2 = broker.name("behind")
+    ch.queue_declare(q2, arguments={"x-max-priority": 10})
+    ch.basic_publish("", q2, b"A", pika.BasicProperties(priority=5))
+    ch.basic_publish("", q2, b"B", pika.BasicProperties(priority=0, expiration="0"))
+    assert ready(ch, q2) == 2
+    method, _, body = ch.basic_get(q2, auto_ack=True)
+    assert (body, method.message_count) == (b"A", 0)
+
+
+def test_ttl6_expired_head_of_a_priority_queue_goes_to_a_new_consumer(
+    broker: Target, conn: pika.BlockingConnection
+) -> None:
+    """A consumer gets the expired head too (deliver_from_queue_deliver uses fetch/2)."""
+    ch = conn.channel()
+    ch.confirm_delivery()
+    q = broker.name()
+    ch.queue_declare(q, arguments={"x-max-priority": 10})
+    ch.basic_publish("", q, b"A", pika.BasicProperties(priority=0))
+    ch.basic_publish("", q, b"B", pika.BasicProperties(priority=5, expiration="0"))
+    got: list[bytes] = []
+    ch.basic_consume(q, lambda c, m, p, b: got.append(b), auto_ack=True)
+    pump(conn, lambda: len(got) >= 2)
+    settle(conn)
+    assert got == [b"B", b"A"]

@@ -174,3 +174,43 @@ def test_dispatch_switch_off_and_at_least_once_holds() -> None:
     # at-least-once: the copies cycle straight back to "qq" (DLX "", no DLRK): held in its discards, not dropped
     assert q2.dlx_worker is not None and q2.dlx_worker.count == 2 and q2.ready_count == 0
     assert b2.problems == []
+
+
+def _declare(b: Broker, name: str, **args: object) -> object:
+    return b.vhost("/").declare_queue(
+        None,
+        name,
+        passive=False,
+        durable=True,
+        exclusive=False,
+        auto_delete=False,
+        arguments=table_from_python({k: v for k, v in args.items()}),
+    )
+
+
+def test_a_long_chain_of_ttl0_queues_is_published_iteratively() -> None:
+    """Each copy that dies again is queued and published by the outermost call: 300 hops (each was several nested
+    frames before), no RecursionError, and the dead letters reach the end of the chain."""
+    b = _broker("4.3")
+    n = 300
+    for i in range(n):
+        _declare(
+            b, f"c{i}", **{"x-message-ttl": 0, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": f"c{i + 1}"}
+        )
+    end = _declare(b, f"c{n}")
+    q0 = b.vhost("/").queues["c0"]
+    b.dead_letters.dead_letter(q0, [_msg(rk="c0"), _msg(rk="c0")], "rejected")  # type: ignore[arg-type]
+    assert end.ready_count == 2  # type: ignore[attr-defined]
+    (first, _second) = end.ready_entries()  # type: ignore[attr-defined]
+    assert len(_xdeath(first.msg)) == n
+
+
+def test_counts_travel_only_in_43() -> None:
+    for version, want in (("4.0", 0), ("4.3", 2)):
+        b = _broker(version)
+        src = _declare(b, "src", **{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dst"})
+        dst = _declare(b, "dst")
+        counts = [2] if b.profile.dead_letter_delivery_count else None
+        b.dead_letters.dead_letter(src, [_msg(rk="src")], "rejected", counts)  # type: ignore[arg-type]
+        (e,) = dst.ready_entries()  # type: ignore[attr-defined]
+        assert (e.msg.delivery_count, e.delivery_count, e.redelivered) == (want, want, bool(want))
