@@ -29,10 +29,35 @@ import re
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-__all__ = ["ACCEPTED_VERSIONS", "Profile", "get_profile"]
+__all__ = ["ACCEPTED_VERSIONS", "AMQPRules", "Profile", "get_profile"]
 
 ClientXDeath = Literal["edit", "parse", "ignore"]
 DeliveryLimitCounter = Literal["returns", "acquired", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class AMQPRules:
+    """AMQP 0-9-1 wire rules of ``rabbit_reader``, ``rabbit_command_assembler`` and ``rabbit_channel`` that
+    changed between releases (checked live on 3.10.8, 4.0.5 and 4.3.6, and in RabbitMQ's source)."""
+
+    #: Octets in texts are printed with ``~tp`` and the text is sent as UTF-8 (3.12+): a Latin-1 binary reads
+    #: ``<<"été">>``, a UTF-8 one ``<<"ét"/utf8>>``; before, ``~p`` and the raw octets.
+    unicode_texts: bool = False
+    #: A protocol header that is not 0-9-1 is answered with the AMQP 1.0 SASL header ``AMQP 3 1 0 0`` unless
+    #: it is ``AMQP 0 0 9+ x`` (4.0+, native AMQP 1.0); before, always with the 0-9-1 header.
+    sasl_refusal_header: bool = False
+    #: A delivery mode other than 1 or 2 is a 406 ``delivery_mode_unknown`` (up to 3.13; 4.x accepts any).
+    check_delivery_mode: bool = True
+    #: ``basic.credit`` is a channel method (up to 3.13); from 4.0 it is 503 ``unimplemented method``.
+    basic_credit: bool = True
+    #: ``?FRAME_MIN_SIZE``: the frame_max before tune-ok and the lowest tune-ok value (4096; 8192 from 4.1).
+    frame_min_size: int = 4096
+    #: The assembler refuses a body frame longer than what remains and a body size above 512 MiB with 501
+    #: FRAME_ERROR (4.3+); before, a longer body leaves the assembler waiting.
+    strict_content_size: bool = False
+    #: A client's ``basic.cancel-ok`` cancels that consumer without a reply (an unknown tag crashes the channel:
+    #: 541) (4.3+); before, 503 ``unimplemented method``.
+    client_cancel_ok: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +124,9 @@ class Profile:
     quorum_queue_arguments: tuple[str, ...]
     #: ``rabbit_stream_queue:capabilities()`` ``queue_arguments`` (only used to reject them on other types).
     stream_queue_arguments: tuple[str, ...]
+    # -- AMQP 0-9-1 wire rules --------------------------------------------------------------------------
+    #: What the reader, the content assembler and the channel accept on the wire.
+    amqp: AMQPRules = AMQPRules()
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -209,7 +237,9 @@ _P310: Final = Profile(
     quorum_queue_arguments=_QUORUM_ARGS,
     stream_queue_arguments=_STREAM_ARGS,
 )
-_P312: Final = replace(_P310, name="3.12", server_version="3.12.14", queue_type_apply_to=True)
+_P312: Final = replace(
+    _P310, name="3.12", server_version="3.12.14", queue_type_apply_to=True, amqp=AMQPRules(unicode_texts=True)
+)
 _P313: Final = replace(
     _P312,
     name="3.13",
@@ -238,7 +268,9 @@ _P40: Final = replace(
     inject_default_queue_type=True,
     classic_queue_arguments=(*_CLASSIC_ARGS, "x-queue-leader-locator"),
     quorum_queue_arguments=(*_QUORUM_ARGS, "x-quorum-target-group-size"),
+    amqp=AMQPRules(unicode_texts=True, sasl_refusal_header=True, check_delivery_mode=False, basic_credit=False),
 )
+_AMQP_41: Final = replace(_P40.amqp, frame_min_size=8192)
 _P43: Final = replace(
     _P40,
     name="4.3",
@@ -249,6 +281,7 @@ _P43: Final = replace(
     # configuration (``deprecated_features.permit.transient_nonexcl_queues``), and test suites declare such
     # queues everywhere.
     transient_nonexclusive_queues=True,
+    amqp=replace(_AMQP_41, strict_content_size=True, client_cancel_ok=True),
 )
 
 # requested major.minor -> (family profile, announced server version)
@@ -258,8 +291,8 @@ _VERSIONS: Final[dict[str, tuple[Profile, str]]] = {
     "3.12": (_P312, "3.12.14"),
     "3.13": (_P313, "3.13.7"),
     "4.0": (_P40, "4.0.0"),
-    "4.1": (_P40, "4.1.0"),
-    "4.2": (_P40, "4.2.0"),
+    "4.1": (replace(_P40, amqp=_AMQP_41), "4.1.0"),
+    "4.2": (replace(_P40, amqp=_AMQP_41), "4.2.0"),
     "4.3": (_P43, "4.3.0"),
 }
 #: The versions :func:`get_profile` accepts (any earlier 3.x maps to the 3.10 profile too).

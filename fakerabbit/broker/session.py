@@ -150,7 +150,7 @@ class Session:
                 f"user_id property set to '{user_id}' but authenticated user was '{self.conn.user}'"
             )
         delivery_mode = props.delivery_mode
-        if delivery_mode is not None and delivery_mode not in (1, 2):
+        if delivery_mode is not None and delivery_mode not in (1, 2) and self.broker.profile.amqp.check_delivery_mode:
             raise errors.PreconditionFailed(f"invalid message: {{delivery_mode_unknown,{delivery_mode}}}")
         if props.reply_to == REPLY_TO:
             if self.reply_to_token is None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from fakerabbit.broker import errors
 from fakerabbit.broker.properties import PropertiesError, RawProperties
 from fakerabbit.broker.session import Session
-from fakerabbit.protocol import framing
+from fakerabbit.protocol import erlfmt, framing
 from fakerabbit.protocol.codec import (
     Cancel,
     ChannelOpenOk,
@@ -46,6 +46,8 @@ _CONTENT_METHODS = (commands.Basic.Publish, commands.Basic.Return, commands.Basi
 #: RabbitMQ's default max_message_size: 128 MiB up to 3.13, 16 MiB from 4.0.
 _MAX_MESSAGE_SIZE_3 = 134217728
 _MAX_MESSAGE_SIZE_4 = 16777216
+#: rabbit.hrl's ?MAX_MSG_SIZE: the largest body size 4.3's assembler takes (512 MiB).
+MAX_MSG_SIZE = 536870912
 
 
 def _properties_valid(props: bytes) -> bool:
@@ -144,6 +146,10 @@ class ChannelHandler:
             raise errors.UnexpectedFrame(
                 f"expected content header for class 60, got one for class {class_id} instead"
             ).at(self._ids)
+        if body_size > MAX_MSG_SIZE and self.conn.rules.strict_content_size:
+            raise errors.FrameError(
+                f"content body size {body_size} exceeds maximum allowed size {MAX_MSG_SIZE}"
+            ).at(self._ids)
         self._props, self._body_size, self._remaining = props, body_size, body_size
         if body_size == 0:
             return self._complete()
@@ -153,8 +159,10 @@ class ChannelHandler:
     def _body_frame(self, payload: bytes) -> Callable[[], None] | None:
         if self._asm != "body":
             raise self._expected()
-        # Like RabbitMQ, only a body that adds up exactly completes the message; too many octets leave the
-        # assembler waiting for more body frames forever (the next other frame is a 505).
+        # Up to 4.2, only a body that adds up exactly completes the message; too many octets leave the
+        # assembler waiting for more body frames forever (the next other frame is a 505). 4.3 refuses them.
+        if len(payload) > self._remaining and self.conn.rules.strict_content_size:
+            raise errors.FrameError("content body frame exceeds remaining content size").at(self._ids)
         self._remaining -= len(payload)
         if self._remaining == 0:
             self._body.append(payload)
@@ -253,11 +261,19 @@ class ChannelHandler:
         """A channel error: release the session and send channel.close; wait for close-ok."""
         self.conn.write(
             framing.encode_close(
-                self.number, exc.code, exc.reply_text.encode("utf-8", "surrogateescape"), ids[0], ids[1]
+                self.number,
+                exc.code,
+                erlfmt.text_octets(exc.reply_text, unicode=self.conn.rules.unicode_texts),
+                ids[0],
+                ids[1],
             )
         )
         self.state = "closing"
         self.release()
+
+    def drop_content(self) -> None:
+        """Forget a message being assembled (its connection is gone: the body must not wait for a collection)."""
+        self._asm, self._method, self._props, self._body, self._body_size, self._remaining = "method", None, b"", [], 0, 0
 
     def release(self) -> None:
         """The channel or its connection is closing: the broker session lets go of everything it holds."""

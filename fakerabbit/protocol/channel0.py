@@ -93,7 +93,7 @@ def _start_ok(self: AMQPConnection, m: commands.Connection.StartOk) -> None:
 
 def _tune_ok(self: AMQPConnection, m: commands.Connection.TuneOk) -> None:
     frame_max, channel_max, heartbeat = m.frame_max or 0, m.channel_max or 0, m.heartbeat or 0
-    check_tune_ok(frame_max, channel_max, CHANNEL_MAX, FRAME_MAX)
+    check_tune_ok(frame_max, channel_max, CHANNEL_MAX, FRAME_MAX, self.rules.frame_min_size)
     self.frame_max, self.channel_max, self.heartbeat = frame_max, channel_max, heartbeat
     self.reader.frame_max = frame_max
     self.state = "opening"

@@ -67,10 +67,12 @@ class AMQPConnection(asyncio.Protocol):
     def __init__(self, server: Server) -> None:
         self.server = server
         self.broker = server.broker
+        #: The wire rules of the RabbitMQ version the broker behaves as.
+        self.rules = server.broker.profile.amqp
         self.transport: asyncio.Transport | None = None
         self.state = "header"
         self._header = b""
-        self.reader = framing.FrameReader(framing.FRAME_MIN_SIZE)
+        self.reader = framing.FrameReader(self.rules.frame_min_size)
         self.channels: dict[int, ChannelHandler] = {}
         self.info: ConnectionInfo | None = None
         self.user = ""
@@ -153,6 +155,8 @@ class AMQPConnection(asyncio.Protocol):
             if handle is not None:
                 handle.cancel()
         self._teardown()
+        self.reader.clear()  # unread input goes now, not at the next garbage collection
+        self._header = b""
         self.server.flush()
 
     # -- methods that live in modules of their own -------------------------------------------------------------
@@ -226,7 +230,7 @@ class AMQPConnection(asyncio.Protocol):
     def _protocol_header(self, header: bytes) -> bool:
         if header not in framing.ACCEPTED_HEADERS:
             self.broker.report_problem(f"connection {self.peer or '?'} sent protocol header {header!r}, not AMQP 0-9-1")
-            self.write(framing.PROTOCOL_HEADER)
+            self.write(framing.refusal_header(header, sasl=self.rules.sasl_refusal_header))
             self.abort(graceful=True)
             return False
         props = server_properties(self.broker.profile.server_version)
@@ -248,6 +252,7 @@ class AMQPConnection(asyncio.Protocol):
         self.info = None
         try:
             for ch in channels:
+                ch.drop_content()
                 ch.release()
             if info is not None:
                 self.broker.close_connection(info)

@@ -38,11 +38,11 @@ def _process(self: AMQPConnection) -> None:
             frame = self.reader.next_frame()
         except framing.FrameTooLarge as exc:
             too_large: erlfmt.Term = (Atom("frame_too_large"), exc.size, exc.limit)
-            fatal = erlfmt.frame_error_text(exc.type, b"", too_large)
+            fatal = erlfmt.frame_error_text(exc.type, b"", too_large, unicode=self.rules.unicode_texts)
             break
         except framing.BadFrameEnd as exc:
             bad_end: erlfmt.Term = (Atom("invalid_frame_end_marker"), exc.end)
-            fatal = erlfmt.frame_error_text(exc.type, exc.payload, bad_end)
+            fatal = erlfmt.frame_error_text(exc.type, exc.payload, bad_end, unicode=self.rules.unicode_texts)
             break
         if frame is None:
             break
@@ -122,18 +122,18 @@ def _handle_frame(self: AMQPConnection, frame: framing.RawFrame) -> None:
         elif ftype == framing.FRAME_HEARTBEAT and not payload:
             return
         elif ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12):
-            raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+            raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
         else:
-            raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame")))
+            raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts))
         return
     if self.state != "running":
-        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
     if ftype == framing.FRAME_METHOD and len(payload) >= 4:
         framing.method_class(payload)  # unknown ids: the reader crashes before the channel sees it
     elif ftype == framing.FRAME_HEARTBEAT and not payload:
-        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
     elif not (ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12)):
-        raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame")))
+        raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts))
     ch = self.channels.get(channel)
     if ch is None:
         if len(self.channels) >= self.channel_max:

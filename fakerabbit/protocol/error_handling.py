@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from fakerabbit.broker import errors
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.codec import commands
+from fakerabbit.protocol.erlfmt import text_octets
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
@@ -65,7 +66,9 @@ def _send_close(self: AMQPConnection, exc: errors.AMQPError) -> None:
         where = f" (in reply to {getattr(method, 'name', method)})" if method is not None else ""
         self.broker.report_problem(f"connection {self.peer or '?'} closed with {exc.reply_text}{where}")
     self.write(
-        framing.encode_close(0, exc.code, exc.reply_text.encode("utf-8", "surrogateescape"), class_id, method_id)
+        framing.encode_close(
+            0, exc.code, text_octets(exc.reply_text, unicode=self.rules.unicode_texts), class_id, method_id
+        )
     )
 
 

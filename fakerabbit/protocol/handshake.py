@@ -63,11 +63,13 @@ def parse_amqplain(response: bytes) -> tuple[str, str] | None:
     return str(login[1]), str(password[1])
 
 
-def check_tune_ok(frame_max: int, channel_max: int, channel_limit: int, frame_limit: int) -> None:
+def check_tune_ok(
+    frame_max: int, channel_max: int, channel_limit: int, frame_limit: int, frame_min: int = framing.FRAME_MIN_SIZE
+) -> None:
     """rabbit_reader:validate_negotiated_integer_value/3 for tune-ok's frame_max and channel_max (0 means "no
     limit", which is above the server's)."""
     for field, value, low, high in (
-        ("frame_max", frame_max, framing.FRAME_MIN_SIZE, frame_limit),
+        ("frame_max", frame_max, frame_min, frame_limit),
         ("channel_max", channel_max, 1, channel_limit),
     ):
         if value != 0 and value < low:

@@ -1,7 +1,8 @@
 """Malformed and out-of-place frames after a good handshake: RabbitMQ's codes, texts, method ids and closes.
 
-Every expectation here was read off RabbitMQ 3.10.8 (the texts come from rabbit_reader and
-rabbit_command_assembler; the octets in frame errors are Erlang ``~p`` output, wrapped at 80 columns).
+Every expectation here was read off RabbitMQ 3.10.8, 4.0.5 and 4.3.6 (the texts come from rabbit_reader and
+rabbit_command_assembler; the octets in frame errors are Erlang ``~p`` output, wrapped at 80 columns, and ``~tp``
+from 3.12). Where a release changed the reaction, :attr:`Case.since` gives the newer one.
 """
 
 from __future__ import annotations
@@ -47,6 +48,15 @@ class Case:
     class_id: int = 0
     method_id: int = 0
     fatal: bool = False  # the socket closes ~3 s later whatever the client does
+    #: (first version, code, text, class_id, method_id) where a release changed the reaction, oldest first.
+    since: tuple[tuple[str, int, str, int, int], ...] = ()
+
+    def expected(self, broker: Target) -> tuple[int, str, int, int]:
+        found = (self.code, self.text, self.class_id, self.method_id)
+        for version, *reaction in self.since:
+            if broker.at_least(version):
+                found = (reaction[0], reaction[1], reaction[2], reaction[3])
+        return found
 
 
 CONNECTION_ERRORS = [
@@ -133,6 +143,29 @@ CONNECTION_ERRORS = [
         body_frame(0, b"\xe9t\xe9"),
         505,
         'UNEXPECTED_FRAME - type 3, all octets = <<"\udce9t\udce9">>',
+        # ~tp from 3.12: Latin-1 characters, sent as UTF-8
+        since=(("3.12", 505, 'UNEXPECTED_FRAME - type 3, all octets = <<"été">>', 0, 0),),
+    ),
+    Case(
+        "UTF-8 octets",
+        body_frame(0, "ét".encode()),
+        505,
+        'UNEXPECTED_FRAME - type 3, all octets = <<"ét">>',  # 3.10: the two octets as they are
+        since=(("3.12", 505, 'UNEXPECTED_FRAME - type 3, all octets = <<"ét"/utf8>>', 0, 0),),
+    ),
+    Case(
+        "UTF-8 octets beyond Latin-1 only",
+        body_frame(0, "€".encode()),
+        505,
+        "UNEXPECTED_FRAME - type 3, all octets = <<226,130,172>>",
+        since=(("3.12", 505, 'UNEXPECTED_FRAME - type 3, all octets = <<"€"/utf8>>', 0, 0),),
+    ),
+    Case(
+        "octets that are neither",
+        body_frame(0, b"\xc3\xa9\xff"),
+        505,
+        'UNEXPECTED_FRAME - type 3, all octets = <<"é\udcff">>',  # raw octets, as pika decodes them
+        since=(("3.12", 505, 'UNEXPECTED_FRAME - type 3, all octets = <<"Ã©ÿ">>', 0, 0),),
     ),
     # content assembly (rabbit_command_assembler)
     Case(
@@ -184,6 +217,32 @@ CONNECTION_ERRORS = [
         "UNEXPECTED_FRAME - expected content body, got non content body frame instead",
         60,
         40,
+        since=(("4.3", 501, "FRAME_ERROR - content body frame exceeds remaining content size", 60, 40),),
+    ),
+    Case(
+        "body size of 512 MiB, then a method",
+        m(PUBLISH) + header_frame(1, 536870912) + m(spec.Basic.Qos(0, 1, False)),
+        505,
+        "UNEXPECTED_FRAME - expected content body, got non content body frame instead",
+        60,
+        40,
+    ),
+    Case(
+        "body size above 512 MiB, then a method",
+        m(PUBLISH) + header_frame(1, 536870913) + m(spec.Basic.Qos(0, 1, False)),
+        505,
+        "UNEXPECTED_FRAME - expected content body, got non content body frame instead",
+        60,
+        40,
+        since=(
+            (
+                "4.3",
+                501,
+                "FRAME_ERROR - content body size 536870913 exceeds maximum allowed size 536870912",
+                60,
+                40,
+            ),
+        ),
     ),
     Case(
         "content header of class 50",
@@ -287,6 +346,7 @@ CONNECTION_ERRORS = [
         "COMMAND_INVALID - unimplemented method",
         60,
         31,
+        since=(("4.3", 541, "INTERNAL_ERROR", 0, 0),),  # 4.3's channel cancels the tag, then sends `undefined`
     ),
     Case(
         "unsolicited channel.close-ok", m(spec.Channel.CloseOk()), 503, "COMMAND_INVALID - unimplemented method", 20, 41
@@ -372,7 +432,7 @@ def run_case(broker: Target, case: Case) -> RawAMQP:
     c.open_channel(1)
     c.send(case.data)
     close = c.expect_close(timeout=5)
-    expected = (0, case.code, case.text, case.class_id, case.method_id)
+    expected = (0, *case.expected(broker))
     got_text = close.reply_text
     if isinstance(got_text, bytes):  # pika gives bytes for texts that are not UTF-8
         got_text = got_text.decode("utf-8", "surrogateescape")
@@ -463,9 +523,15 @@ def test_a_stray_frame_takes_a_channel_slot(broker: Target) -> None:
     c.sock.close()
 
 
-@pytest.mark.parametrize(("size", "ok"), [(4088, True), (4096, True), (4097, False)])
-def test_frame_max_allows_eight_octets_of_slack(broker: Target, size: int, ok: bool) -> None:
-    c = RawAMQP.connect(broker.url, frame_max=4096)
+def frame_min(broker: Target) -> int:
+    """``?FRAME_MIN_SIZE``: 4096, 8192 from 4.1."""
+    return 8192 if broker.at_least("4.1") else 4096
+
+
+@pytest.mark.parametrize(("extra", "ok"), [(-8, True), (0, True), (1, False)])
+def test_frame_max_allows_eight_octets_of_slack(broker: Target, extra: int, ok: bool) -> None:
+    size = frame_min(broker) + extra
+    c = RawAMQP.connect(broker.url, frame_max=frame_min(broker))
     c.open_channel(1)
     c.send(m(PUBLISH) + header_frame(1, size) + body_frame(1, b"x" * size))
     c.send_method(1, spec.Basic.Qos(0, 1, False))
@@ -475,7 +541,8 @@ def test_frame_max_allows_eight_octets_of_slack(broker: Target, size: int, ok: b
         c.close()
         return
     assert f.name == "Connection.Close" and f.method.reply_code == 501
-    assert f.method.reply_text == f"FRAME_ERROR - type 3, all octets = <<>>: {{frame_too_large,{size},4088}}"
+    limit = frame_min(broker) - 8
+    assert f.method.reply_text == f"FRAME_ERROR - type 3, all octets = <<>>: {{frame_too_large,{size},{limit}}}"
     c.sock.close()
 
 
@@ -511,6 +578,18 @@ def test_body_longer_than_announced_is_never_published(broker: Target) -> None:
     c.open_channel(2)
     c.rpc(2, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
     c.send(method_frame(1, spec.Basic.Publish(exchange="", routing_key=q)) + header_frame(1, 2) + body_frame(1, b"abc"))
+    if broker.at_least("4.3"):  # rabbit_command_assembler refuses the frame at once
+        close = c.expect_close()
+        assert (close.channel, close.reply_code, close.reply_text, close.class_id, close.method_id) == (
+            0,
+            501,
+            "FRAME_ERROR - content body frame exceeds remaining content size",
+            60,
+            40,
+        )
+        c.close_ok(0)
+        c = RawAMQP.connect(broker.url)
+        c.open_channel(2)
     f = c.rpc(2, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk", "Basic.GetEmpty")
     assert f.name == "Basic.GetEmpty"
     c.send_method(2, spec.Queue.Delete(queue=q))
@@ -568,9 +647,20 @@ def test_unusual_but_valid_property_blocks(broker: Target, props: bytes) -> None
 
 @pytest.mark.parametrize("mode", [0, 3, 255])
 def test_unknown_delivery_mode(broker: Target, mode: int) -> None:
+    """Refused up to 3.13 (rabbit_basic:is_message_persistent); 4.x takes any delivery mode (and delivers it)."""
+    q = broker.name()
     c = RawAMQP.connect(broker.url)
     c.open_channel(1)
-    c.send(m(PUBLISH) + frame(2, 1, struct.pack(">HHQ", 60, 0, 1) + bytes([0x10, 0, mode])) + body_frame(1, b"x"))
+    c.rpc(1, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
+    publish = method_frame(1, spec.Basic.Publish(exchange="", routing_key=q))
+    c.send(publish + frame(2, 1, struct.pack(">HHQ", 60, 0, 1) + bytes([0x10, 0, mode])) + body_frame(1, b"x"))
+    if broker.at_least("4.0"):
+        c.rpc(1, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk")
+        got = c.get_message(1)
+        assert got.properties is not None and got.properties.delivery_mode == mode and got.body == b"x"
+        c.send_method(1, spec.Queue.Delete(queue=q))
+        c.close()
+        return
     close = c.expect_close()
     assert (close.channel, close.reply_code, close.class_id, close.method_id) == (1, 406, 60, 40)
     assert close.reply_text == f"PRECONDITION_FAILED - invalid message: {{delivery_mode_unknown,{mode}}}"

@@ -43,22 +43,42 @@ def start_ok(
 # -- protocol header ----------------------------------------------------------------------------------------------
 
 
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+
+
 @pytest.mark.parametrize(
-    "header",
+    ("header", "offered_from_4_0"),
     [
-        b"AMQP\x00\x00\x09\x00",
-        b"AMQP\x00\x01\x00\x00",  # AMQP 1.0
-        b"AMQP\x03\x01\x00\x00",  # AMQP 1.0 SASL
-        b"HTTP/1.1",
-        b"amqp\x00\x00\x09\x01",
-        b"GET / HTTP/1.1\r\n\r\n",
+        (b"AMQP\x00\x00\x09\x00", HEADER),  # rabbit_reader: {0, 0, Minor, _} with Minor >= 9 gets 0-9-1
+        (b"AMQP\x00\x00\x0a\x00", HEADER),
+        (b"AMQP\x00\x00\x08\x00", SASL_HEADER),
+        (b"AMQP\x00\x01\x00\x00", SASL_HEADER),  # AMQP 1.0 without SASL: sasl_required
+        (b"HTTP/1.1", SASL_HEADER),
+        (b"amqp\x00\x00\x09\x01", SASL_HEADER),
+        (b"GET / HTTP/1.1\r\n\r\n", SASL_HEADER),
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01", SASL_HEADER),  # a TLS client hello
     ],
 )
-def test_wrong_protocol_header_gets_0_9_1_header_and_close(broker: Target, header: bytes) -> None:
+def test_wrong_protocol_header_gets_a_header_and_close(broker: Target, header: bytes, offered_from_4_0: bytes) -> None:
+    """Up to 3.13 every refused header is answered with 0-9-1's; from 4.0 (native AMQP 1.0) with AMQP 1.0 SASL's
+    unless the client asked for 0-9 or later."""
     c = RawAMQP.socket_to(broker.url)
     c.send(header)
-    assert c.read_raw(timeout=3) == b"AMQP\x00\x00\x09\x01"
+    assert c.read_raw(timeout=3) == (offered_from_4_0 if broker.at_least("4.0") else HEADER)
     assert c.eof
+    c.sock.close()
+
+
+def test_amqp_1_0_sasl_header(broker: Target) -> None:
+    """4.x speaks AMQP 1.0 after this header (its sasl-mechanisms frame follows); fakerabbit speaks only 0-9-1:
+    it answers with the same header and closes (docs/compatibility.md). Up to 3.13: the 0-9-1 header."""
+    c = RawAMQP.socket_to(broker.url)
+    c.send(SASL_HEADER)
+    if not broker.at_least("4.0"):
+        assert c.read_raw(timeout=3) == HEADER
+        assert c.eof
+    else:
+        assert c.read_raw(timeout=1).startswith(SASL_HEADER)
     c.sock.close()
 
 
@@ -223,7 +243,7 @@ def test_tune_ok_out_of_range_closes_silently(
     c.sock.close()
 
 
-@pytest.mark.parametrize(("channel_max", "frame_max", "heartbeat"), [(1, 4096, 0), (2047, 131072, 65535), (7, 8192, 5)])
+@pytest.mark.parametrize(("channel_max", "frame_max", "heartbeat"), [(1, 8192, 0), (2047, 131072, 65535), (7, 8192, 5)])
 def test_tune_ok_within_range_opens(broker: Target, channel_max: int, frame_max: int, heartbeat: int) -> None:
     c = RawAMQP.connect(broker.url, channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat)
     assert c.last_close() is None
@@ -231,14 +251,42 @@ def test_tune_ok_within_range_opens(broker: Target, channel_max: int, frame_max:
     c.close()
 
 
-def test_start_ok_larger_than_4096_before_tune(broker: Target, quick_silent_close: float) -> None:
-    """Until tune-ok the frame_max is 4096: a bigger start-ok is a fatal frame error, silent in the handshake."""
+def frame_min(broker: Target) -> int:
+    """``?FRAME_MIN_SIZE``: 4096, 8192 from 4.1."""
+    return 8192 if broker.at_least("4.1") else 4096
+
+
+@pytest.mark.parametrize("frame_max", [4096, 8191])
+def test_tune_ok_frame_max_below_the_minimum(broker: Target, quick_silent_close: float, frame_max: int) -> None:
+    c = RawAMQP.connect(broker.url, frame_max=frame_max, open=False)
+    c.send_method(0, spec.Connection.Open("/"))
+    if frame_max >= frame_min(broker):
+        assert c.wait("Connection.OpenOk").name == "Connection.OpenOk"
+        c.close()
+        return
+    assert c.read_frame(timeout=quick_silent_close) is None  # refused in the handshake: silently
+    assert c.eof
+    c.sock.close()
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_start_ok_larger_than_frame_min_before_tune(broker: Target, quick_silent_close: float, extra: int) -> None:
+    """Until tune-ok the frame_max is ?FRAME_MIN_SIZE: a bigger start-ok is a fatal frame error, silent in the
+    handshake."""
     c = RawAMQP.socket_to(broker.url)
     c.send(HEADER)
     c.read_frame()
-    c.send_method(0, spec.Connection.StartOk({"product": "x" * 5000}, "PLAIN", b"\x00guest\x00guest", "en_US"))
-    assert c.read_frame(timeout=quick_silent_close) is None
-    assert c.eof
+    start_ok = spec.Connection.StartOk({"product": "x"}, "PLAIN", b"\x00guest\x00guest", "en_US")
+    base = len(b"".join(start_ok.encode())) + 4  # the payload with product "x"
+    pad = frame_min(broker) - base + 1 + extra  # payload frame_min + extra: one more is too large
+    start_ok.client_properties = {"product": "x" * pad}
+    c.send_method(0, start_ok)
+    if extra == 0:
+        f = c.read_frame(timeout=quick_silent_close)
+        assert f is not None and f.name == "Connection.Tune"
+    else:
+        assert c.read_frame(timeout=quick_silent_close) is None
+        assert c.eof
     c.sock.close()
 
 
@@ -434,10 +482,10 @@ def test_pika_negotiates_heartbeat_and_frame_max(broker: Target) -> None:
 
 def test_body_frames_respect_the_client_frame_max(broker: Target) -> None:
     q = broker.name()
-    c = RawAMQP.connect(broker.url, frame_max=4096)
+    c = RawAMQP.connect(broker.url, frame_max=frame_min(broker))
     c.open_channel(1)
     c.rpc(1, spec.Queue.Declare(queue=q, auto_delete=False), "Queue.DeclareOk")
-    c.publish(1, "", q, b"z" * 10000, frame_max=4096)
+    c.publish(1, "", q, b"z" * 10000, frame_max=frame_min(broker))
     f = c.rpc(1, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk", "Basic.GetEmpty")
     assert f.name == "Basic.GetOk"
     sizes = []
@@ -447,7 +495,7 @@ def test_body_frames_respect_the_client_frame_max(broker: Target) -> None:
         body = c.read_frame()
         assert body is not None and body.type == 3
         sizes.append(len(body.payload))
-    assert sizes == [4088, 4088, 1824]
+    assert sizes == ([8184, 1816] if frame_min(broker) == 8192 else [4088, 4088, 1824])
     c.send_method(1, spec.Queue.Delete(queue=q))
     c.close()
 
