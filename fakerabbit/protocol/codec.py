@@ -19,14 +19,45 @@ import struct
 
 from pamqp import base as base  # re-exported: the rest of protocol/ reaches pamqp only through here
 from pamqp import commands as commands
+from pamqp import encode
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.fields import FieldError, Table, decode_table, encode_table, table_to_python
 
 
-class _NoValidate:
+class _NoValidate(base.Frame):
+    """Skips pamqp's client-side validation; a shortstr may carry a client's octets that are not UTF-8 (as
+    surrogate escapes: basic.publish's exchange and routing key are not checked by RabbitMQ) and goes out as
+    those octets."""
+
     def validate(self) -> None:
         return None
+
+    def marshal(self) -> bytes:
+        out: list[bytes] = []
+        bits, nbits = 0, -1
+        for argument in self.__slots__:
+            kind = self.amqp_type(argument)
+            value = getattr(self, argument, 0)
+            if kind == "bit":
+                if nbits < 0 or nbits == 8:
+                    if nbits == 8:
+                        out.append(bytes([bits]))
+                    bits, nbits = 0, 0
+                bits |= (1 << nbits) if value else 0
+                nbits += 1
+                continue
+            if nbits >= 0:
+                out.append(bytes([bits]))
+                bits, nbits = 0, -1
+            if kind == "shortstr":
+                raw = (value or "").encode("utf-8", "surrogateescape")
+                out.append(bytes([len(raw)]) + raw)
+            else:
+                out.append(encode.by_type(value, kind))
+        if nbits >= 0:
+            out.append(bytes([bits]))
+        return b"".join(out)
 
 
 class DeclareOk(_NoValidate, commands.Queue.DeclareOk):
@@ -275,7 +306,10 @@ def decode_args(cls: type[base.Frame], args: bytes) -> base.Frame:
             try:
                 value = args[start:stop].decode("utf-8")
             except UnicodeDecodeError:
-                raise MethodDecodeError("utf8") from None
+                if cls is not commands.Basic.Publish:
+                    raise MethodDecodeError("utf8") from None
+                # RabbitMQ decodes basic.publish with a hand-written clause that takes any octets
+                value = args[start:stop].decode("utf-8", "surrogateescape")
         elif kind == "longstr":
             value = args[start:stop]
         else:

@@ -721,3 +721,46 @@ def test_on_a_channel_never_opened_the_shortcut_error_comes_first(broker: Target
     close = c.expect_close()
     assert (close.channel, close.reply_code, close.reply_text) == (4, 404, "NOT_FOUND - no previously declared queue")
     c.close()
+
+
+# -- basic.publish takes any octets in its names -----------------------------------------------------------------
+
+
+def _raw_publish(channel: int, exchange: bytes, routing_key: bytes) -> bytes:
+    args = struct.pack(">H", 0) + bytes([len(exchange)]) + exchange + bytes([len(routing_key)]) + routing_key + b"\x00"
+    return raw_method(channel, 60, 40, args)
+
+
+def test_routing_key_that_is_not_utf8_is_routed_and_delivered_as_sent(broker: Target) -> None:
+    """RabbitMQ decodes basic.publish with its own clause, which checks no UTF-8 (every other method's
+    shortstrs are checked: 501 ``Malformed UTF-8 in shortstr``)."""
+    q = broker.name()
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.rpc(1, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
+    c.rpc(1, spec.Queue.Bind(queue=q, exchange="amq.topic", routing_key="#"), "Queue.BindOk")
+    c.send(_raw_publish(1, b"amq.topic", b"k.\xff\xfe") + header_frame(1, 1) + body_frame(1, b"x"))
+    get_ok = c.rpc(1, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk")
+    assert get_ok.method.routing_key == b"k.\xff\xfe"  # pika leaves octets that are not UTF-8 as bytes
+    assert c.get_message(1).body == b"x"
+    c.send_method(1, spec.Queue.Unbind(queue=q, exchange="amq.topic", routing_key="#"))
+    c.send_method(1, spec.Queue.Delete(queue=q))
+    c.close()
+
+
+def test_exchange_name_that_is_not_utf8_is_not_found(broker: Target) -> None:
+    """The 404 names the octets: raw up to 3.11, as Latin-1 characters in UTF-8 from 3.12 (``~ts``)."""
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.send(_raw_publish(1, b"\xff\xfe", b"k") + header_frame(1, 1) + body_frame(1, b"x"))
+    close = c.expect_close()
+    text = close.reply_text if isinstance(close.reply_text, bytes) else close.reply_text.encode()
+    name = "ÿþ".encode() if broker.at_least("3.12") else b"\xff\xfe"
+    assert (close.channel, close.reply_code, text, close.class_id, close.method_id) == (
+        1,
+        404,
+        b"NOT_FOUND - no exchange '" + name + b"' in vhost '/'",
+        60,
+        40,
+    )
+    c.close()
