@@ -165,15 +165,8 @@ _LENGTH_TAGS = frozenset(map(ord, "SxFA"))
 _u32 = struct.Struct(">I")
 
 
-def _valid_field_value(data: bytes, pos: int, end: int) -> int:
-    """``rabbit_binary_parser:parse_field_value/1``: the offset after the value, or -1 if it does not parse.
-
-    Beside RabbitMQ's documented types, the parser takes an ``L`` (64-bit) value; like Erlang's binary float
-    matching, it refuses NaN and infinities."""
-    if pos >= end:
-        return -1
-    tag = data[pos]
-    pos += 1
+def _skip_scalar(data: bytes, tag: int, pos: int, end: int) -> int:
+    """The offset after a value that is not a table or an array (its tag already read), or -1."""
     if tag == 0x56:  # V
         return pos
     size = _FIXED_TAGS.get(tag)
@@ -186,31 +179,45 @@ def _valid_field_value(data: bytes, pos: int, end: int) -> int:
         if tag == 0x64 and not math.isfinite(struct.unpack_from(">d", data, pos)[0]):  # d
             return -1
         return stop
-    if tag in _LENGTH_TAGS:
+    if tag in _LENGTH_TAGS:  # S, x (F and A are handled by the caller)
         if pos + 4 > end:
             return -1
         stop = pos + 4 + int(_u32.unpack_from(data, pos)[0])
-        if stop > end:
-            return -1
-        if tag == 0x46:  # F
-            return stop if valid_table_body(data, pos + 4, stop) else -1
-        if tag == 0x41:  # A
-            p = pos + 4
-            while p < stop:
-                p = _valid_field_value(data, p, stop)
-                if p < 0:
-                    return -1
-        return stop
+        return stop if stop <= end else -1
     return -1
 
 
 def valid_table_body(data: bytes, pos: int, end: int) -> bool:
-    """``rabbit_binary_parser:parse_table/1`` succeeds on ``data[pos:end]``."""
-    while pos < end:
-        pos += 1 + data[pos]
-        if pos > end:
-            return False
-        pos = _valid_field_value(data, pos, end)
+    """``rabbit_binary_parser:parse_table/1`` succeeds on ``data[pos:end]``.
+
+    Beside RabbitMQ's documented types, the parser takes an ``L`` (64-bit) value; like Erlang's binary float
+    matching, it refuses NaN and infinities. Nested tables and arrays are followed with a list of the
+    enclosing levels' ends (RabbitMQ takes any depth; the Python stack is never used for it)."""
+    # each level: (end, is_table); the position is shared, as each nested value ends where its length says
+    stack: list[tuple[int, bool]] = [(end, True)]
+    while stack:
+        end, is_table = stack[-1]
+        if pos >= end:
+            if pos > end:
+                return False
+            stack.pop()
+            continue
+        if is_table:
+            pos += 1 + data[pos]
+            if pos >= end:
+                return False
+        tag = data[pos]
+        pos += 1
+        if tag == 0x46 or tag == 0x41:  # F, A
+            if pos + 4 > end:
+                return False
+            stop = pos + 4 + int(_u32.unpack_from(data, pos)[0])
+            if stop > end:
+                return False
+            pos += 4
+            stack.append((stop, tag == 0x46))
+            continue
+        pos = _skip_scalar(data, tag, pos, end)
         if pos < 0:
             return False
     return True
