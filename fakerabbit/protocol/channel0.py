@@ -82,7 +82,7 @@ def _start_ok(self: AMQPConnection, m: commands.Connection.StartOk) -> None:
     if creds is None:
         raise errors.SyntaxError_(f"{mechanism} response invalid")
     user, password = creds
-    if user is None or password is None or not self.broker.auth.authenticate(user, password):
+    if password is None or not self.broker.auth.authenticate(user, password):
         raise errors.AccessRefusedHard(
             f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
         )

@@ -51,17 +51,13 @@ def parse_plain(response: bytes) -> tuple[str, str] | None:
     return parts[0].decode("utf-8", "surrogateescape"), parts[1].decode("utf-8", "surrogateescape")
 
 
-#: What ``rabbit_auth_mechanism_amqplain`` makes of a LOGIN or PASSWORD that is no string: the user database
-#: is asked with it and refuses the login (403), whatever the other field holds.
-NOT_A_STRING = None
-
-
-def parse_amqplain(response: bytes) -> tuple[str | None, str | None] | None:
+def parse_amqplain(response: bytes) -> tuple[str, str | None] | None:
     """rabbit_auth_mechanism_amqplain: a field table without its length prefix holding LOGIN and PASSWORD.
 
-    None if the table does not parse or lacks either field (a silent close). Like ``lists:keyfind/3`` on the
-    decoded table, the first LOGIN and the first PASSWORD count; a longstr or a binary is a string, any other
-    type gives :data:`NOT_A_STRING` (RabbitMQ refuses such a login: 403, checked on 3.10.8, 4.0.5, 4.3.6)."""
+    Like ``lists:keyfind/3`` on the decoded table, the first LOGIN and the first PASSWORD count; a longstr or
+    a binary is a string. None (a silent close) if the table does not parse, lacks either field or has a LOGIN
+    of another type; a PASSWORD of another type comes back as None: the login is refused (403). Checked on
+    3.10.8, 4.0.5 and 4.3.6."""
     try:
         pairs, _ = decode_table_pairs(struct.pack(">I", len(response)) + response)
     except FieldError:
@@ -72,7 +68,10 @@ def parse_amqplain(response: bytes) -> tuple[str | None, str | None] | None:
     login, password = found.get("LOGIN"), found.get("PASSWORD")
     if login is None or password is None:
         return None
-    return _string(login), _string(password)
+    user = _string(login)
+    if user is None:
+        return None
+    return user, _string(password)
 
 
 def _string(field: tuple[str, object]) -> str | None:
@@ -81,7 +80,7 @@ def _string(field: tuple[str, object]) -> str | None:
         return str(value)
     if tag == "x" and isinstance(value, bytes):
         return value.decode("utf-8", "surrogateescape")
-    return NOT_A_STRING
+    return None
 
 
 def check_tune_ok(

@@ -181,6 +181,97 @@ def test_bad_password_with_authentication_failure_close(broker: Target, quick_si
         c.sock.close()
 
 
+def _amqplain_table(*fields: tuple[bytes, bytes, bytes]) -> bytes:
+    """An AMQPLAIN response: a table without its length prefix, fields in the order given."""
+    return b"".join(bytes([len(key)]) + key + tag + value for key, tag, value in fields)
+
+
+def _longstr(value: bytes) -> bytes:
+    return struct.pack(">I", len(value)) + value
+
+
+@pytest.mark.parametrize(
+    ("fields", "accepted"),
+    [
+        (
+            (
+                (b"LOGIN", b"S", _longstr(b"guest")),
+                (b"LOGIN", b"S", _longstr(b"nobody")),
+                (b"PASSWORD", b"S", _longstr(b"guest")),
+            ),
+            True,
+        ),
+        (
+            (
+                (b"LOGIN", b"S", _longstr(b"nobody")),
+                (b"LOGIN", b"S", _longstr(b"guest")),
+                (b"PASSWORD", b"S", _longstr(b"guest")),
+            ),
+            False,
+        ),
+        (
+            (
+                (b"LOGIN", b"S", _longstr(b"guest")),
+                (b"PASSWORD", b"S", _longstr(b"guest")),
+                (b"PASSWORD", b"S", _longstr(b"x")),
+            ),
+            True,
+        ),
+        (((b"LOGIN", b"S", _longstr(b"guest")), (b"PASSWORD", b"x", _longstr(b"guest"))), True),
+        (((b"LOGIN", b"x", _longstr(b"guest")), (b"PASSWORD", b"S", _longstr(b"guest"))), True),
+        (((b"LOGIN", b"S", _longstr(b"guest")), (b"PASSWORD", b"I", struct.pack(">i", 5))), False),
+        (((b"LOGIN", b"I", struct.pack(">i", 5)), (b"PASSWORD", b"S", _longstr(b"guest"))), None),
+    ],
+    ids=[
+        "duplicate LOGIN, first counts",
+        "duplicate LOGIN, first refused",
+        "duplicate PASSWORD, first counts",
+        "binary PASSWORD",
+        "binary LOGIN",
+        "integer PASSWORD",
+        "integer LOGIN",
+    ],
+)
+def test_amqplain_fields(
+    broker: Target, quick_silent_close: float, fields: tuple[tuple[bytes, bytes, bytes], ...], accepted: bool | None
+) -> None:
+    """rabbit_auth_mechanism_amqplain finds the first LOGIN and PASSWORD; a string or a binary is a string,
+    another PASSWORD is refused like a bad password (403 to a client with authentication_failure_close), another
+    LOGIN ends the handshake silently (``accepted`` None). After a refused login the socket closes after the
+    silent-close delay (3 s), not at once."""
+    c = RawAMQP.socket_to(broker.url)
+    start_ok(c, mechanism="AMQPLAIN", response=_amqplain_table(*fields))
+    f = c.read_frame(timeout=quick_silent_close)
+    if accepted is None:
+        assert f is None and c.eof
+        c.sock.close()
+        return
+    assert f is not None
+    if accepted:
+        assert f.name == "Connection.Tune"
+        c.sock.close()
+        return
+    assert f.name == "Connection.Close"
+    assert (f.method.reply_code, f.method.reply_text) == (
+        403,
+        "ACCESS_REFUSED - Login was refused using authentication mechanism AMQPLAIN. For details see the broker logfile.",
+    )
+    t0 = time.monotonic()
+    assert c.wait_eof(quick_silent_close)
+    if not broker.is_fake:  # (the fake's delay is shortened here; test_silent_close_takes_three_seconds times it)
+        assert time.monotonic() - t0 > 2.0
+    c.sock.close()
+
+
+def test_refused_login_closes_three_seconds_later(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url, password="wrong")
+    assert c.last_close() is not None
+    t0 = time.monotonic()
+    assert c.wait_eof(6)
+    assert 2.5 <= time.monotonic() - t0 <= 4.5
+    c.sock.close()
+
+
 def test_unknown_user_is_refused_like_a_bad_password(broker: Target) -> None:
     c = RawAMQP.connect(broker.url, user="no-such-user-x", password="x")
     close = c.last_close()
