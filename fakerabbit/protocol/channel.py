@@ -78,6 +78,9 @@ class ChannelHandler:
         self._body_size = 0
         self._remaining = 0
         self._body: list[bytes] = []
+        # publisher confirms waiting to be sent, coalesced (see send_confirm)
+        self._confirmed: list[int] = []
+        self._rejected: list[int] = []
         major = int(conn.broker.profile.server_version.split(".")[0])
         self._max_message_size = _MAX_MESSAGE_SIZE_4 if major >= 4 else _MAX_MESSAGE_SIZE_3
 
@@ -255,10 +258,14 @@ class ChannelHandler:
 
     # -- frames out -----------------------------------------------------------------------------------------
     def send(self, method: base.Frame) -> None:
+        if self._confirmed or self._rejected:
+            self.flush_confirms()  # a reply never overtakes the confirms of earlier publishes
         self.conn.send(self.number, method)
 
     def close_with(self, exc: errors.AMQPError, ids: tuple[int, int]) -> None:
         """A channel error: release the session and send channel.close; wait for close-ok."""
+        if self._confirmed or self._rejected:
+            self.flush_confirms()
         self.conn.write(
             framing.encode_close(
                 self.number,
@@ -312,10 +319,45 @@ class ChannelHandler:
         self.conn.write_many([method, *framing.encode_content(self.number, props, body, self.conn.frame_max)])
 
     def send_confirm(self, ack: bool, delivery_tag: int, multiple: bool) -> None:
-        if ack:
-            self.send(commands.Basic.Ack(delivery_tag, multiple))
-        else:
-            self.send(commands.Basic.Nack(delivery_tag, multiple, True))  # RabbitMQ sets requeue
+        """Record a publish's confirm; it goes out with the others of the same batch (:meth:`flush_confirms`).
+
+        RabbitMQ's channel collects the confirms its queues send and flushes them once its mailbox is empty
+        (``noreply_coalesce``): a burst of pipelined publishes is acked with few ``multiple`` acks. Here a batch
+        is what the connection handles from one read of the socket."""
+        (self._confirmed if ack else self._rejected).append(delivery_tag)
+        self.conn.confirms_waiting(self)
+
+    def flush_confirms(self) -> None:
+        """``rabbit_channel:send_confirms_and_nacks``: acks, then nacks, each coalesced below the cutoff (the
+        oldest publish of the other kind: every publish of the batch is settled here)."""
+        confirmed, rejected = self._confirmed, self._rejected
+        if not confirmed and not rejected:
+            return
+        self._confirmed, self._rejected = [], []
+        if self.state == "closing" or self.conn.closed:
+            return
+        out: list[bytes] = []
+        if len(confirmed) == 1:
+            out.append(framing.encode_method(self.number, commands.Basic.Ack(confirmed[0], False)))
+        elif confirmed:
+            out += self._coalesce(confirmed, rejected, ack=True)
+        if rejected:
+            out += self._coalesce(rejected, confirmed, ack=False)
+        for frame in out:
+            self.conn.write(frame)
+
+    def _coalesce(self, tags: list[int], others: list[int], *, ack: bool) -> list[bytes]:
+        """``rabbit_channel:coalesce_and_send/4``."""
+        tags = sorted(set(tags))
+        cutoff = min([tags[-1] + 1, *others])
+        below = [t for t in tags if t < cutoff]
+        rest = [t for t in tags if t >= cutoff]
+
+        def frame(tag: int, multiple: bool) -> bytes:
+            method = commands.Basic.Ack(tag, multiple) if ack else commands.Basic.Nack(tag, multiple, True)
+            return framing.encode_method(self.number, method)  # (a nack always has requeue set)
+
+        return ([frame(below[-1], True)] if below else []) + [frame(t, False) for t in rest]
 
     def send_cancel(self, consumer_tag: str) -> None:
         # Only to clients with the consumer_cancel_notify capability, with nowait=true (a client must not
@@ -325,5 +367,7 @@ class ChannelHandler:
             self.conn.write_late(framing.encode_method(self.number, Cancel(consumer_tag, nowait=True)))
 
     def send_get(self, method: base.Frame, props: bytes, body: bytes) -> None:
+        if self._confirmed or self._rejected:
+            self.flush_confirms()
         head = framing.encode_method(self.number, method)
         self.conn.write_many([head, *framing.encode_content(self.number, props, body, self.conn.frame_max)])

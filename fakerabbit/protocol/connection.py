@@ -100,6 +100,8 @@ class AMQPConnection(asyncio.Protocol):
         self._closing_channels: list[ChannelHandler] = []
         self._channel_failure: errors.AMQPError | None = None
         self._dead_channels: set[int] = set()
+        # channels holding publisher confirms for the end of the batch (see ChannelHandler.send_confirm)
+        self._confirming: dict[ChannelHandler, None] = {}
         # publisher flow control (rabbit_reader's #throttle{})
         self.should_block = False
         self.blocked = False
@@ -259,6 +261,18 @@ class AMQPConnection(asyncio.Protocol):
         except Exception as exc:  # never let a bug escape into the event loop
             log.exception("internal error releasing a connection")
             self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+
+    def confirms_waiting(self, ch: ChannelHandler) -> None:
+        """``ch`` holds confirms: they go out when the current batch of input is handled (or at the next flush)."""
+        self._confirming[ch] = None
+        self.server.dirty.add(self)
+
+    def flush_confirms(self) -> None:
+        """Send every channel's coalesced confirms."""
+        while self._confirming:
+            ch = next(iter(self._confirming))
+            del self._confirming[ch]
+            ch.flush_confirms()
 
     def channel_closing(self, ch: ChannelHandler) -> None:
         """A client's channel.close was handled: close-ok goes out when the reader is done (see _process)."""

@@ -61,6 +61,8 @@ def _process(self: AMQPConnection) -> None:
             failure = errors.InternalError("")
             break
     self._flush_pending()
+    if self._confirming:
+        self.flush_confirms()  # the batch's publisher confirms, coalesced
     channel_failure, self._channel_failure = self._channel_failure, None
     self._dead_channels.clear()
     closing, self._closing_channels = self._closing_channels, []
