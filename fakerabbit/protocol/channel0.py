@@ -39,6 +39,11 @@ def _method0(self: AMQPConnection, payload: bytes) -> None:
             raise errors.FrameError("Malformed UTF-8 in shortstr").at(ids) from None
         raise errors.InternalError("") from None
     self._flush_pending()  # the channels get through what they were sent before this
+    if self._channel_failure is not None and isinstance(method, commands.Connection.Close):
+        # the reader shuts the channels down and waits for them: a channel's hard error is what the client gets,
+        # not close-ok (any other channel-0 method is handled first: its own error wins)
+        failure, self._channel_failure = self._channel_failure, None
+        raise failure
     try:
         self._connection_method(method)
     except errors.AMQPError as exc:

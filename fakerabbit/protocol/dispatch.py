@@ -74,10 +74,13 @@ def _process(self: AMQPConnection) -> None:
             self.channel_gone(ch.number)
     if fatal is not None:
         self._fatal_frame_error(fatal)
-    elif failure is not None:
-        self.handle_exception(failure)
-    elif channel_failure is not None:
-        self.handle_exception(channel_failure)
+        return
+    if failure is None and channel_failure is None:
+        return
+    self.handle_exception(failure if failure is not None else channel_failure)  # type: ignore[arg-type]
+    if self.state == "closed" and not self.stopped and not self.closed and self.reader.pending():
+        # the rest of the chunk is read in the closing state (a client's close-ok in the same write counts)
+        self._process()
 
 
 def _flush_pending(self: AMQPConnection) -> None:
