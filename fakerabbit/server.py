@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+#: What a client is told when the broker is reset under it (RabbitMQ's text when its node stops).
+RESET_CLOSE_TEXT = "broker forced connection closure with reason 'shutdown'"
+
+
 class Server:
     """Accepts connections and owns write coalescing: frames produced while handling any event are written
     once per connection at the end of that event (:meth:`flush`)."""
@@ -402,10 +406,10 @@ class FakeRabbit(TestingAPI):
         def do() -> None:
             for conn in list(self.server.connections):
                 # Everything is wiped below: skip the orderly teardown (requeueing unacked messages, deleting
-                # exclusive queues one by one), which costs more than the rest of the reset.
-                conn.channels.clear()
-                conn.info = None
-                conn.abort()
+                # exclusive queues one by one), which costs more than the rest of the reset. Clients are told
+                # 320 CONNECTION_FORCED, as RabbitMQ tells them when it stops for a reset.
+                conn.force_close(RESET_CLOSE_TEXT)
+            self.server.flush()
             self.broker.reset()
             self.server.alarms.reset()  # rabbit.block() and alarms raised by hand do not outlive the test
             if isinstance(self.clock, VirtualClock | FollowingClock):

@@ -211,6 +211,29 @@ class AMQPConnection(asyncio.Protocol):
         self.stopped = True
         self._teardown()
 
+    def force_close(self, text: str) -> None:
+        """The broker's state is going away under this connection (a reset): tell an open connection 320
+        CONNECTION_FORCED, without the orderly teardown (nothing is requeued or deleted: the caller wipes
+        everything). As RabbitMQ does, input is still read (and ignored) until the client's close-ok or the
+        closing timeout, so a client still publishing sees the close rather than a reset socket."""
+        if self.closed:
+            return
+        for ch in self.channels.values():
+            ch.drop_content()
+        self.channels.clear()
+        self.info = None
+        self._pending.clear()
+        self._confirming.clear()
+        if self.state in ("running", "opening"):
+            self._out.clear()
+            self._late.clear()
+            self.write(framing.encode_close(0, 320, f"CONNECTION_FORCED - {text}".encode(), 0, 0))
+            self.state = "closed"
+            timeout = self.heartbeat if 0 < self.heartbeat < CLOSING_TIMEOUT else CLOSING_TIMEOUT
+            self._set_timer(timeout, lambda: self.abort(graceful=True))
+            return
+        self.abort(graceful=True)
+
     def _close_later(self) -> None:
         """Stop reading and close the socket after :data:`SILENT_CLOSE_DELAY` seconds (flushing first)."""
         self.stopped = True
