@@ -41,6 +41,8 @@ class Server:
         self.alarms = ResourceAlarms(self)
         self._server: asyncio.base_events.Server | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        #: RabbitMQ's ``loopback_users``: these users may log in only from a loopback address.
+        self.loopback_users: frozenset[str] = frozenset({"guest"})
 
     async def start(self, host: str, port: int) -> int:
         from fakerabbit.protocol.connection import AMQPConnection
@@ -139,6 +141,9 @@ class FakeRabbit(TestingAPI):
         memory_high_watermark: bytes of message bodies held (ready + unacknowledged) above which the memory alarm
             goes off: publishing connections are blocked (``connection.blocked``) until usage drops below it.
             ``None`` (default): never.
+        loopback_users: users who may connect only from a loopback address (RabbitMQ's ``loopback_users``,
+            ``guest`` by default; it matters only when ``host`` is not a loopback interface). ``()`` lets every
+            user in from anywhere, like ``loopback_users = none`` in rabbitmq.conf.
     """
 
     def __init__(
@@ -156,6 +161,7 @@ class FakeRabbit(TestingAPI):
         memory_high_watermark: int | None = None,
         management: bool = False,
         management_port: int = 0,
+        loopback_users: Iterable[str] = ("guest",),
     ) -> None:
         self.host = host
         self._requested_port = port
@@ -172,6 +178,7 @@ class FakeRabbit(TestingAPI):
             raise ValueError("dead_letter_retry_interval must be positive")
         self.broker.dead_letter_confirm_timeout_ms = round(dead_letter_retry_interval * 1000)
         self.server = Server(self.broker)
+        self.server.loopback_users = frozenset(loopback_users)
         self.server.alarms.memory_high_watermark = memory_high_watermark
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

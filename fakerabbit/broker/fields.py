@@ -214,7 +214,7 @@ def _decode_body(data: _Buffer, pos: int, end: int, root: _Container, keyed: boo
         code = data[pos]
         pos += 1
         child: Table | list[Field] | None = None
-        if code == _F or code == _A:
+        if code in (_F, _A):
             start, stop = _read_length(data, pos, end, "nested table" if code == _F else "array")
             child = {} if code == _F else []
             field: Field = ("F" if code == _F else "A", child)
@@ -225,9 +225,9 @@ def _decode_body(data: _Buffer, pos: int, end: int, root: _Container, keyed: boo
         if isinstance(container, dict):
             container[key] = field
         elif keyed:
-            container.append((key, field))  # type: ignore[arg-type]
+            container.append((key, field))
         else:
-            container.append(field)  # type: ignore[arg-type]
+            container.append(field)
         if child is not None:
             stack.append([child, start, stop, code == _F])
 
@@ -373,9 +373,11 @@ def _encode_scalar_into(buf: bytearray, tag: str, value: Any) -> None:
         raise FieldError(f"unknown field type tag {tag!r}")
 
 
-def _split_field(field: object) -> tuple[str, Any]:
+def _split_field(field: Any) -> tuple[str, Any]:
+    tag: Any
+    value: Any
     try:
-        tag, value = field  # type: ignore[misc]
+        tag, value = field
     except (TypeError, ValueError):
         raise FieldError(f"a field must be a (tag, value) pair, not {field!r}") from None
     if not isinstance(tag, str):
@@ -440,7 +442,7 @@ def _encode_into(buf: bytearray, container: Any, keyed: bool) -> None:
             _encode_scalar_into(buf, tag, value)
 
 
-_END: Final = object()
+_END: Final[Any] = object()  # what next() gives for an exhausted level
 
 
 def _pack_length(buf: bytearray, start: int) -> None:

@@ -150,9 +150,9 @@ class ChannelHandler:
                 f"expected content header for class 60, got one for class {class_id} instead"
             ).at(self._ids)
         if body_size > MAX_MSG_SIZE and self.conn.rules.strict_content_size:
-            raise errors.FrameError(
-                f"content body size {body_size} exceeds maximum allowed size {MAX_MSG_SIZE}"
-            ).at(self._ids)
+            raise errors.FrameError(f"content body size {body_size} exceeds maximum allowed size {MAX_MSG_SIZE}").at(
+                self._ids
+            )
         self._props, self._body_size, self._remaining = props, body_size, body_size
         if body_size == 0:
             return self._complete()
@@ -280,7 +280,14 @@ class ChannelHandler:
 
     def drop_content(self) -> None:
         """Forget a message being assembled (its connection is gone: the body must not wait for a collection)."""
-        self._asm, self._method, self._props, self._body, self._body_size, self._remaining = "method", None, b"", [], 0, 0
+        self._asm, self._method, self._props, self._body, self._body_size, self._remaining = (
+            "method",
+            None,
+            b"",
+            [],
+            0,
+            0,
+        )
 
     def release(self) -> None:
         """The channel or its connection is closing: the broker session lets go of everything it holds."""

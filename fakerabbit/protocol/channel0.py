@@ -8,16 +8,19 @@ These functions are :class:`~fakerabbit.protocol.connection.AMQPConnection`'s me
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from fakerabbit.broker import errors
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.codec import MethodDecodeError, base, commands, decode_args
 from fakerabbit.protocol.error_handling import CLOSING_TIMEOUT
-from fakerabbit.protocol.handshake import check_tune_ok, parse_amqplain, parse_plain
+from fakerabbit.protocol.handshake import check_tune_ok, is_loopback, parse_amqplain, parse_plain
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
+
+log = logging.getLogger("fakerabbit")
 
 #: What the server offers in connection.tune.
 CHANNEL_MAX = 2047
@@ -78,6 +81,7 @@ def _start_ok(self: AMQPConnection, m: commands.Connection.StartOk) -> None:
     self.capabilities = dict(caps) if isinstance(caps, dict) else {}
     mechanism = m.mechanism or ""
     response = m.response if isinstance(m.response, bytes) else str(m.response or "").encode()
+    creds: tuple[str, str | None] | None
     if mechanism == "PLAIN":
         creds = parse_plain(response)
     elif mechanism == "AMQPLAIN":
@@ -88,6 +92,13 @@ def _start_ok(self: AMQPConnection, m: commands.Connection.StartOk) -> None:
         raise errors.SyntaxError_(f"{mechanism} response invalid")
     user, password = creds
     if password is None or not self.broker.auth.authenticate(user, password):
+        raise errors.AccessRefusedHard(
+            f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
+        )
+    if user in self.server.loopback_users and not is_loopback(self.peer_ip):
+        # rabbit_access_control:check_user_loopback: refused like a bad password (the log would say "user
+        # 'guest' can only connect via localhost")
+        log.warning("connection %s: user '%s' can only connect via localhost", self.peer, user)
         raise errors.AccessRefusedHard(
             f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
         )

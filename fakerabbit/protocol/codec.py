@@ -51,7 +51,7 @@ class _NoValidate(base.Frame):
                 out.append(bytes([bits]))
                 bits, nbits = 0, -1
             if kind == "shortstr":
-                raw = (value or "").encode("utf-8", "surrogateescape")
+                raw = str(value or "").encode("utf-8", "surrogateescape")
                 out.append(bytes([len(raw)]) + raw)
             else:
                 out.append(encode.by_type(value, kind))

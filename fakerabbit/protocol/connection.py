@@ -93,6 +93,8 @@ class AMQPConnection(asyncio.Protocol):
         self._hb_handle: asyncio.TimerHandle | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.peer = ""
+        #: The client's IP address ("" if the transport has none).
+        self.peer_ip = ""
         self.write_paused = False
         # channel methods waiting for the reader to finish the current chunk of input
         self._pending: list[tuple[ChannelHandler, Callable[[], None]]] = []
@@ -123,6 +125,7 @@ class AMQPConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.peer_ip = str(peer[0])
         self.server.connections.add(self)
         self._timer = self._loop().call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
 

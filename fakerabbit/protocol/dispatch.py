@@ -129,7 +129,9 @@ def _handle_frame(self: AMQPConnection, frame: framing.RawFrame) -> None:
         elif ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12):
             raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
         else:
-            raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts))
+            raise errors.FrameError(
+                erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts)
+            )
         return
     if self.state != "running":
         raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
@@ -138,7 +140,9 @@ def _handle_frame(self: AMQPConnection, frame: framing.RawFrame) -> None:
     elif ftype == framing.FRAME_HEARTBEAT and not payload:
         raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
     elif not (ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12)):
-        raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts))
+        raise errors.FrameError(
+            erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts)
+        )
     ch = self.channels.get(channel)
     if ch is None:
         if len(self.channels) >= self.channel_max:

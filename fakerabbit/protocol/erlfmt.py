@@ -48,9 +48,9 @@ def _printable_unicode(text: str) -> bool:
     """OTP's ``io_lib:printable_unicode_list/1`` (RabbitMQ runs with ``+pc unicode``)."""
     for ch in text:
         c = ord(ch)
-        if not (32 <= c <= 126 or 160 <= c < 0xD800 or 0xE000 <= c <= 0x10FFFF and c not in (0xFFFE, 0xFFFF)):
-            if ch not in "\n\r\t\x0b\x08\x0c\x1b":
-                return False
+        printable = 32 <= c <= 126 or 160 <= c < 0xD800 or (0xE000 <= c <= 0x10FFFF and c not in (0xFFFE, 0xFFFF))
+        if not printable and ch not in "\n\r\t\x0b\x08\x0c\x1b":
+            return False
     return True
 
 

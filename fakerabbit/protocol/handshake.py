@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import struct
 from typing import Any
 
@@ -81,6 +82,22 @@ def _string(field: tuple[str, object]) -> str | None:
     if tag == "x" and isinstance(value, bytes):
         return value.decode("utf-8", "surrogateescape")
     return None
+
+
+def is_loopback(address: str) -> bool:
+    """``rabbit_net:is_loopback/1``: 127.x.x.x, ::1 and IPv4-mapped 127.x.x.x (an empty address: a Unix
+    socket or a transport without a peer, taken as local)."""
+    if not address:
+        return True
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip.packed[0] == 127
+    return ip == ipaddress.IPv6Address("::1")
 
 
 def check_tune_ok(

@@ -254,7 +254,8 @@ def test_amqplain_fields(
     assert f.name == "Connection.Close"
     assert (f.method.reply_code, f.method.reply_text) == (
         403,
-        "ACCESS_REFUSED - Login was refused using authentication mechanism AMQPLAIN. For details see the broker logfile.",
+        "ACCESS_REFUSED - Login was refused using authentication mechanism AMQPLAIN. "
+        "For details see the broker logfile.",
     )
     t0 = time.monotonic()
     assert c.wait_eof(quick_silent_close)
