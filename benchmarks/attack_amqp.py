@@ -39,7 +39,7 @@ from urllib.parse import unquote, urlparse
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import Target, fake_process, fake_thread, rss_kib  # noqa: E402
+from benchmarks._common import Target, fake_process, fake_thread, rss_kib
 
 HEADER = b"AMQP\x00\x00\x09\x01"
 
@@ -281,7 +281,8 @@ def attack_bodies(url: str, rep: Report, rounds: int, clients: int, size: int) -
                 c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 c.sock.close()
             time.sleep(0.5)
-            fig[f"round {r + 1}"] = f"rss with the bodies {mid:.1f} MiB, after the clients vanished {rss_mib(rep.pid):.1f} MiB"
+            after = rss_mib(rep.pid)
+            fig[f"round {r + 1}"] = f"rss with the bodies {mid:.1f} MiB, after the clients vanished {after:.1f} MiB"
 
 
 def attack_deep_tables(url: str, rep: Report, clients: int, log_lines: list[int] | None) -> None:
