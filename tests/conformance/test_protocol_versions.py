@@ -110,3 +110,52 @@ def test_wire_rules_4_0(broker: Target) -> None:
 @pytest.mark.rabbitmq_version("4.3")
 def test_wire_rules_4_3(broker: Target) -> None:
     check_wire_rules(broker)
+
+
+def check_header_order(broker: Target) -> None:
+    """4.x re-encodes the headers table of what it delivers with its keys sorted, each once (``lists:usort``
+    keeps the first of a repeated key); 3.10 sends the block as it was published."""
+    q = broker.name()
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    c.rpc(1, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
+    entries = [(b"b", 1), (b"a", 2), (b"b", 3), (b"\xc3\xa9", 4), (b"Z", 5)]
+    body = b"".join(bytes([len(k)]) + k + b"I" + struct.pack(">i", v) for k, v in entries)
+    props = struct.pack(">H", 0xA000) + b"\x04text" + struct.pack(">I", len(body)) + body
+    c.send(
+        method_frame(1, spec.Basic.Publish(exchange="", routing_key=q))
+        + frame(2, 1, struct.pack(">HHQ", 60, 0, 1) + props)
+        + body_frame(1, b"x")
+    )
+    c.rpc(1, spec.Basic.Get(queue=q, no_ack=False), "Basic.GetOk")
+    head = c.read_frame()
+    assert head is not None and head.type == 2
+    c.read_frame()
+    if broker.at_least("4.0"):
+        expect = [(b"Z", 5), (b"a", 2), (b"b", 1), (b"\xc3\xa9", 4)]
+        body = b"".join(bytes([len(k)]) + k + b"I" + struct.pack(">i", v) for k, v in expect)
+        props = struct.pack(">H", 0xA000) + b"\x04text" + struct.pack(">I", len(body)) + body
+    assert head.payload[12:] == props
+    c.send_method(1, spec.Basic.Recover(requeue=True))  # a redelivery is sent the same way
+    c.wait("Basic.RecoverOk")
+    c.send_method(1, spec.Basic.Consume(queue=q, consumer_tag="c"))
+    c.wait("Basic.Deliver")
+    head = c.read_frame()
+    assert head is not None and head.payload[12:] == props
+    c.send_method(1, spec.Queue.Delete(queue=q))
+    c.close()
+
+
+@pytest.mark.rabbitmq_version("3.10")
+def test_header_order_3_10(broker: Target) -> None:
+    check_header_order(broker)
+
+
+@pytest.mark.rabbitmq_version("4.0")
+def test_header_order_4_0(broker: Target) -> None:
+    check_header_order(broker)
+
+
+@pytest.mark.rabbitmq_version("4.3")
+def test_header_order_4_3(broker: Target) -> None:
+    check_header_order(broker)
