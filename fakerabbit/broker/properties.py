@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import calendar
 import enum
+import itertools
 import struct
 from collections.abc import Callable
 from datetime import datetime
@@ -575,7 +576,7 @@ def sort_headers(raw: bytes) -> bytes:
         if start >= 0:
             pairs, _ = decode_table_pairs(raw, start)
             keys = [key.encode("utf-8", "surrogateescape") for key, _ in pairs]
-            if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
+            if any(a >= b for a, b in itertools.pairwise(keys)):
                 first: dict[bytes, tuple[str, Field]] = {}
                 for raw_key, pair in zip(keys, pairs, strict=True):
                     first.setdefault(raw_key, pair)
