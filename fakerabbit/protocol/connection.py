@@ -104,6 +104,7 @@ class AMQPConnection(asyncio.Protocol):
         self._dead_channels: set[int] = set()
         # channels holding publisher confirms for the end of the batch (see ChannelHandler.send_confirm)
         self._confirming: dict[ChannelHandler, None] = {}
+        self._logged_internal_error = False
         # publisher flow control (rabbit_reader's #throttle{})
         self.should_block = False
         self.blocked = False
@@ -191,6 +192,7 @@ class AMQPConnection(asyncio.Protocol):
     _silent_close = error_handling._silent_close
     _crash = error_handling._crash
     _internal_error = error_handling._internal_error
+    log_internal_error = error_handling.log_internal_error
     # throttle: publisher flow control
     set_blocked = throttle.set_blocked
     publish_received = throttle.publish_received
@@ -285,8 +287,7 @@ class AMQPConnection(asyncio.Protocol):
             if info is not None:
                 self.broker.close_connection(info)
         except Exception as exc:  # never let a bug escape into the event loop
-            log.exception("internal error releasing a connection")
-            self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+            self.log_internal_error("releasing a connection", exc)
 
     def confirms_waiting(self, ch: ChannelHandler) -> None:
         """``ch`` holds confirms: they go out when the current batch of input is handled (or at the next flush)."""

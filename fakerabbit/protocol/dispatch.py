@@ -7,7 +7,6 @@ These functions are :class:`~fakerabbit.protocol.connection.AMQPConnection`'s me
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from fakerabbit.broker import errors
@@ -18,8 +17,6 @@ from fakerabbit.protocol.erlfmt import Atom
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
-
-log = logging.getLogger("fakerabbit")
 
 
 def _process(self: AMQPConnection) -> None:
@@ -56,8 +53,7 @@ def _process(self: AMQPConnection) -> None:
             failure = exc
             break
         except Exception as exc:  # never let a bug take the broker down
-            log.exception("internal error handling a frame")
-            self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+            self.log_internal_error("handling a frame", exc)
             failure = errors.InternalError("")
             break
     self._flush_pending()
@@ -99,8 +95,7 @@ def _flush_pending(self: AMQPConnection) -> None:
             if self._channel_failure is None:
                 self._channel_failure = exc
         except Exception as exc:  # never let a bug take the broker down
-            log.exception("internal error handling a channel method")
-            self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+            self.log_internal_error("handling a channel method", exc)
             self._dead_channels.add(ch.number)
             if self._channel_failure is None:
                 self._channel_failure = errors.InternalError("")

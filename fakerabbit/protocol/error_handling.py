@@ -108,6 +108,16 @@ def close_by_server(self: AMQPConnection, code: int, text: str) -> None:
 
 
 def _internal_error(self: AMQPConnection, exc: Exception) -> None:
-    log.exception("internal error in a connection")
-    self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+    self.log_internal_error("in a connection", exc)
     self.handle_exception(errors.InternalError(""))
+
+
+def log_internal_error(self: AMQPConnection, what: str, exc: BaseException) -> None:
+    """A bug met while serving this connection: recorded as a problem, logged as one line (the traceback at DEBUG
+    level), and only the first time for a connection: whatever a client sends costs at most a line of log."""
+    self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+    if self._logged_internal_error:
+        return
+    self._logged_internal_error = True
+    log.error("internal error %s from %s: %r (traceback at DEBUG level)", what, self.peer or "?", exc)
+    log.debug("internal error %s", what, exc_info=exc)

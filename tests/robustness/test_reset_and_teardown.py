@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import socket
 import struct
 import threading
@@ -11,6 +12,7 @@ import time
 import pika
 import pika.exceptions
 import pytest
+from pamqp import commands
 from pika import spec
 
 from fakerabbit import FakeRabbit
@@ -112,3 +114,27 @@ def test_a_dropped_connection_frees_its_unfinished_bodies_at_once() -> None:
             assert amqp.channels == {}
         finally:
             gc.enable()
+
+
+def test_an_internal_error_costs_one_log_line_per_connection(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever a client sends, a connection costs at most one line of log at INFO and above (issue 11)."""
+    from fakerabbit.protocol.handlers import HANDLERS
+
+    def broken(ch: object, m: object, payload: bytes) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setitem(HANDLERS, commands.Basic.Qos, broken)
+    caplog.set_level(logging.INFO, logger="fakerabbit")
+    with FakeRabbit() as rabbit:
+        for _ in range(3):
+            c = RawAMQP.connect(rabbit.url)
+            c.open_channel(1)
+            c.send(method_frame(1, spec.Basic.Qos(0, 1, False)) * 5)
+            close = c.expect_close()
+            assert (close.reply_code, close.reply_text) == (541, "INTERNAL_ERROR")
+            c.sock.close()
+        rabbit.clear_problems()
+    lines = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(lines) == 3 and all("\n" not in r.getMessage() and r.exc_info is None for r in lines)
