@@ -98,10 +98,14 @@ def test_a_dropped_connection_frees_its_unfinished_bodies_at_once() -> None:
         conns = list(rabbit.server.connections)
         assert len(conns) == 1
         amqp: AMQPConnection = conns[0]
-        while amqp.reader.pending() < 900 and time.monotonic() < deadline:
+
+        def held() -> int:
+            return sum(len(b) for ch in list(amqp.channels.values()) for b in ch._body)
+
+        while (held() < 16 * 131000 or amqp.reader.pending() < 900) and time.monotonic() < deadline:
             time.sleep(0.01)
         handlers = list(amqp.channels.values())
-        assert handlers and sum(len(b) for ch in handlers for b in ch._body) >= 16 * 131000
+        assert handlers and held() >= 16 * 131000 and amqp.reader.pending() >= 900
         gc.disable()  # what is freed must be freed without a collection
         try:
             c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
