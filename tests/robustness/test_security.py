@@ -122,3 +122,25 @@ def test_is_loopback() -> None:
         assert is_loopback(address), address
     for address in ("192.0.2.2", "10.0.0.1", "::ffff:10.0.0.1", "fe80::1", "0.0.0.0", "not-an-ip"):
         assert not is_loopback(address), address
+
+
+@pytest.mark.parametrize(("flag", "guest_ok"), [([], False), (["--loopback-users", "none"], True)])
+def test_serve_loopback_users(flag: list[str], guest_ok: bool) -> None:
+    import re
+    import subprocess
+    import sys
+
+    other = non_loopback_address()
+    if other is None:
+        pytest.skip("no non-loopback address on this machine")
+    cmd = [sys.executable, "-m", "fakerabbit", "serve", "--host", "0.0.0.0", "--port", "0", "--no-management", *flag]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        port = int(re.search(r":(\d+)/", line).group(1))  # type: ignore[union-attr]
+        got = _login_from(other, other, port)
+        assert (got == ("Connection.Tune", None, None)) == guest_ok, got
+    finally:
+        proc.terminate()
+        proc.wait(10)
