@@ -1,7 +1,8 @@
 """Connection handshake on the wire: protocol header, start/start-ok, auth, tune/tune-ok, open, close, heartbeats.
 
 Raw-socket tests (tests/conformance/rawamqp.py) so that every byte and every close is visible; each runs against
-the fake and, with FAKERABBIT_REAL_URL, against RabbitMQ 3.10. Expectations were taken from the live broker.
+the fake and, with FAKERABBIT_REAL_URLS, against RabbitMQ 3.10.8, 4.0.5 and 4.3.6. Expectations were taken from
+the live brokers, per version where a release changed them.
 """
 
 from __future__ import annotations
