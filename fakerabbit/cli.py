@@ -87,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--vhost", action="append", default=None, metavar="NAME", help="a vhost (repeatable)")
     serve.add_argument(
+        "--loopback-users",
+        default="guest",
+        metavar="NAME,...|none",
+        help="users who may connect only from a loopback address, like RabbitMQ's loopback_users (default guest; "
+        "'none' lets every user in from anywhere)",
+    )
+    serve.add_argument(
         "--management-port",
         type=int,
         default=15672,
@@ -186,6 +193,7 @@ async def _serve(args: argparse.Namespace) -> int:
         management_port=args.management_port,
         dead_letter_retry_interval=args.dead_letter_retry_interval,
         plugins=args.plugins,
+        loopback_users=[] if args.loopback_users == "none" else [u for u in args.loopback_users.split(",") if u],
     )
     try:
         await rabbit.start_async()

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+#: What a client is told when the broker is reset under it (RabbitMQ's text when its node stops).
+RESET_CLOSE_TEXT = "broker forced connection closure with reason 'shutdown'"
+
+
 class Server:
     """Accepts connections and owns write coalescing: frames produced while handling any event are written
     once per connection at the end of that event (:meth:`flush`)."""
@@ -38,6 +42,8 @@ class Server:
         self.alarms = ResourceAlarms(self)
         self._server: asyncio.base_events.Server | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        #: RabbitMQ's ``loopback_users``: these users may log in only from a loopback address.
+        self.loopback_users: frozenset[str] = frozenset({"guest"})
 
     async def start(self, host: str, port: int) -> int:
         from fakerabbit.protocol.connection import AMQPConnection
@@ -139,6 +145,9 @@ class FakeRabbit(TestingAPI):
         plugins: the RabbitMQ plugins that are enabled, by their RabbitMQ names. The default,
             ``("rabbitmq_delayed_message_exchange",)``, gives the ``x-delayed-message`` exchange type;
             ``plugins=()`` turns it off (declaring one is then the unknown-type error). See ``docs/delayed.md``.
+        loopback_users: users who may connect only from a loopback address (RabbitMQ's ``loopback_users``,
+            ``guest`` by default; it matters only when ``host`` is not a loopback interface). ``()`` lets every
+            user in from anywhere, like ``loopback_users = none`` in rabbitmq.conf.
     """
 
     def __init__(
@@ -157,6 +166,7 @@ class FakeRabbit(TestingAPI):
         management: bool = False,
         management_port: int = 0,
         plugins: Iterable[str] = DEFAULT_PLUGINS,
+        loopback_users: Iterable[str] = ("guest",),
     ) -> None:
         self.host = host
         self._requested_port = port
@@ -174,6 +184,7 @@ class FakeRabbit(TestingAPI):
             raise ValueError("dead_letter_retry_interval must be positive")
         self.broker.dead_letter_confirm_timeout_ms = round(dead_letter_retry_interval * 1000)
         self.server = Server(self.broker)
+        self.server.loopback_users = frozenset(loopback_users)
         self.server.alarms.memory_high_watermark = memory_high_watermark
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -408,10 +419,10 @@ class FakeRabbit(TestingAPI):
         def do() -> None:
             for conn in list(self.server.connections):
                 # Everything is wiped below: skip the orderly teardown (requeueing unacked messages, deleting
-                # exclusive queues one by one), which costs more than the rest of the reset.
-                conn.channels.clear()
-                conn.info = None
-                conn.abort()
+                # exclusive queues one by one), which costs more than the rest of the reset. Clients are told
+                # 320 CONNECTION_FORCED, as RabbitMQ tells them when it stops for a reset.
+                conn.force_close(RESET_CLOSE_TEXT)
+            self.server.flush()
             self.broker.reset()
             self.server.alarms.reset()  # rabbit.block() and alarms raised by hand do not outlive the test
             if isinstance(self.clock, VirtualClock | FollowingClock):

@@ -300,8 +300,6 @@ class DeadLetters:
             return props.raw
         headers = dict(props.headers or {})
         headers.update(additions)
-        if profile.sorted_headers:
-            headers = _sorted(headers)  # the counts are annotations, rendered with the headers, sorted
         return props.replace(headers=headers).raw
 
 

@@ -30,6 +30,8 @@ tag     type name       Python value
 ======  ==============  ============================================================================
 
 Everything here raises :class:`FieldError` (a ``ValueError``) for malformed input or unencodable values.
+Nesting is not limited (RabbitMQ takes tables nested 5,000 deep): decoding, encoding and the conversions to
+and from plain values walk nested tables and arrays with a list, never on the Python stack.
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from typing import Any, Final, TypeAlias
 
 __all__ = [
     "INTEGER_TAGS",
-    "MAX_DEPTH",
     "TYPE_NAMES",
     "Field",
     "FieldError",
@@ -51,6 +52,7 @@ __all__ = [
     "decode_array",
     "decode_field",
     "decode_table",
+    "decode_table_pairs",
     "encode_field",
     "encode_table",
     "from_python",
@@ -63,8 +65,6 @@ __all__ = [
 Field: TypeAlias = tuple[str, Any]
 Table: TypeAlias = dict[str, Field]
 
-#: Maximum nesting of tables and arrays, the outermost table counting as 1.
-MAX_DEPTH: Final = 100
 
 TYPE_NAMES: Final[dict[str, str]] = {
     "t": "bool",
@@ -153,12 +153,8 @@ def _read_length(data: _Buffer, pos: int, end: int, what: str) -> tuple[int, int
     return start, stop
 
 
-def _decode_value(data: _Buffer, pos: int, end: int, depth: int) -> tuple[Field, int]:
-    """Decode one tagged value at ``pos``; nothing may be read at or beyond ``end``."""
-    if pos >= end:
-        raise FieldError("truncated field: missing type tag")
-    code = data[pos]
-    pos += 1
+def _decode_scalar(data: _Buffer, code: int, pos: int, end: int) -> tuple[Field, int]:
+    """Decode a value that is not a table or an array (its tag octet ``code`` is already read)."""
     scalar = _SCALARS.get(code)
     if scalar is not None:
         tag, st = scalar
@@ -169,9 +165,6 @@ def _decode_value(data: _Buffer, pos: int, end: int, depth: int) -> tuple[Field,
     if code == _S:
         start, stop = _read_length(data, pos, end, "longstr")
         return ("S", str(data[start:stop], "utf-8", "surrogateescape")), stop
-    if code == _F:
-        start, stop = _read_length(data, pos, end, "nested table")
-        return ("F", _decode_table_body(data, start, stop, depth + 1)), stop
     if code == _T:
         if pos >= end:
             raise FieldError("truncated bool field value")
@@ -181,9 +174,6 @@ def _decode_value(data: _Buffer, pos: int, end: int, depth: int) -> tuple[Field,
     if code == _X:
         start, stop = _read_length(data, pos, end, "binary")
         return ("x", bytes(data[start:stop])), stop
-    if code == _A:
-        start, stop = _read_length(data, pos, end, "array")
-        return ("A", _decode_array_body(data, start, stop, depth + 1)), stop
     if code == _D:
         stop = pos + 5
         if stop > end:
@@ -193,28 +183,72 @@ def _decode_value(data: _Buffer, pos: int, end: int, depth: int) -> tuple[Field,
     raise FieldError(f"unknown field type tag {chr(code)!r} (byte 0x{code:02x})")
 
 
-def _decode_table_body(data: _Buffer, pos: int, end: int, depth: int) -> Table:
-    if depth > MAX_DEPTH:
-        raise FieldError(f"field tables/arrays nested more than {MAX_DEPTH} deep")
-    table: Table = {}
-    while pos < end:
-        key_start = pos + 1
-        pos = key_start + data[pos]
-        if pos > end:
-            raise FieldError("truncated field table: key runs past the end")
-        key = str(data[key_start:pos], "utf-8", "surrogateescape")
-        table[key], pos = _decode_value(data, pos, end, depth)
-    return table
+# What a table or an array being decoded is filled into: a Table, a list of fields (an array) or a list of
+# (key, field) pairs (a table whose repeated keys are kept, see decode_table_pairs).
+_Container: TypeAlias = "Table | list[Field] | list[tuple[str, Field]]"
 
 
-def _decode_array_body(data: _Buffer, pos: int, end: int, depth: int) -> list[Field]:
-    if depth > MAX_DEPTH:
-        raise FieldError(f"field tables/arrays nested more than {MAX_DEPTH} deep")
-    items: list[Field] = []
-    while pos < end:
-        item, pos = _decode_value(data, pos, end, depth)
-        items.append(item)
-    return items
+def _decode_body(data: _Buffer, pos: int, end: int, root: _Container, keyed: bool) -> None:
+    """Fill ``root`` with the table (``keyed``) or array body at ``data[pos:end]``.
+
+    Iterative: RabbitMQ takes tables nested thousands deep, so nesting lives on a list here, never on the
+    Python stack. A nested table or array is put in its parent when it starts (the parent's key order is the
+    wire order) and filled as its own level."""
+    # each level: [container, position, end, keyed]
+    stack: list[list[Any]] = [[root, pos, end, keyed]]
+    while stack:
+        level = stack[-1]
+        container, pos, end, keyed = level
+        if pos >= end:
+            stack.pop()
+            continue
+        key = ""
+        if keyed:
+            key_start = pos + 1
+            pos = key_start + data[pos]
+            if pos > end:
+                raise FieldError("truncated field table: key runs past the end")
+            key = str(data[key_start:pos], "utf-8", "surrogateescape")
+        if pos >= end:
+            raise FieldError("truncated field: missing type tag")
+        code = data[pos]
+        pos += 1
+        child: Table | list[Field] | None = None
+        if code in (_F, _A):
+            start, stop = _read_length(data, pos, end, "nested table" if code == _F else "array")
+            child = {} if code == _F else []
+            field: Field = ("F" if code == _F else "A", child)
+            pos = stop
+        else:
+            field, pos = _decode_scalar(data, code, pos, end)
+        level[1] = pos
+        if isinstance(container, dict):
+            container[key] = field
+        elif keyed:
+            container.append((key, field))
+        else:
+            container.append(field)
+        if child is not None:
+            stack.append([child, start, stop, code == _F])
+
+
+def _decode_value(data: _Buffer, pos: int, end: int) -> tuple[Field, int]:
+    """Decode one tagged value at ``pos``; nothing may be read at or beyond ``end``."""
+    if pos >= end:
+        raise FieldError("truncated field: missing type tag")
+    code = data[pos]
+    pos += 1
+    if code == _F:
+        start, stop = _read_length(data, pos, end, "nested table")
+        table: Table = {}
+        _decode_body(data, start, stop, table, True)
+        return ("F", table), stop
+    if code == _A:
+        start, stop = _read_length(data, pos, end, "array")
+        items: list[Field] = []
+        _decode_body(data, start, stop, items, False)
+        return ("A", items), stop
+    return _decode_scalar(data, code, pos, end)
 
 
 def decode_table(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Table, int]:
@@ -223,7 +257,21 @@ def decode_table(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple
     if offset < 0:
         raise FieldError("negative offset")
     start, stop = _read_length(data, offset, len(data), "field table")
-    return _decode_table_body(data, start, stop, 1), stop
+    table: Table = {}
+    _decode_body(data, start, stop, table, True)
+    return table, stop
+
+
+def decode_table_pairs(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[list[tuple[str, Field]], int]:
+    """Like :func:`decode_table`, but the outermost table comes back as its (key, field) pairs in wire order,
+    repeated keys included (RabbitMQ keeps a table as a list: ``lists:keyfind/3`` finds the first)."""
+    data = _as_buffer(data)
+    if offset < 0:
+        raise FieldError("negative offset")
+    start, stop = _read_length(data, offset, len(data), "field table")
+    pairs: list[tuple[str, Field]] = []
+    _decode_body(data, start, stop, pairs, True)
+    return pairs, stop
 
 
 def decode_array(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[list[Field], int]:
@@ -232,7 +280,9 @@ def decode_array(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple
     if offset < 0:
         raise FieldError("negative offset")
     start, stop = _read_length(data, offset, len(data), "array")
-    return _decode_array_body(data, start, stop, 1), stop
+    items: list[Field] = []
+    _decode_body(data, start, stop, items, False)
+    return items, stop
 
 
 def decode_field(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Field, int]:
@@ -240,7 +290,7 @@ def decode_field(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple
     data = _as_buffer(data)
     if offset < 0:
         raise FieldError("negative offset")
-    return _decode_value(data, offset, len(data), 0)
+    return _decode_value(data, offset, len(data))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -251,9 +301,8 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _INT_TAGS: Final = INTEGER_TAGS | {"T"}
 
 
-def _check_depth(depth: int) -> None:
-    if depth > MAX_DEPTH:
-        raise FieldError(f"field tables/arrays nested more than {MAX_DEPTH} deep (or self-referencing)")
+def _self_reference() -> FieldError:
+    return FieldError("field tables/arrays nested in themselves (self-referencing)")
 
 
 def _put_longstr(buf: bytearray, tag: str, value: object) -> None:
@@ -291,13 +340,7 @@ def _decimal_parts(value: decimal.Decimal) -> tuple[int, int]:
     return -exponent, unscaled
 
 
-def _encode_value_into(buf: bytearray, field: Field, depth: int) -> None:
-    try:
-        tag, value = field
-    except (TypeError, ValueError):
-        raise FieldError(f"a field must be a (tag, value) pair, not {field!r}") from None
-    if not isinstance(tag, str):
-        raise FieldError(f"a field tag must be a str, not {tag!r}")
+def _encode_scalar_into(buf: bytearray, tag: str, value: Any) -> None:
     st = _SCALARS_BY_TAG.get(tag)
     if st is not None:
         if isinstance(value, bool) or not isinstance(value, int if tag in _INT_TAGS else (int, float)):
@@ -312,21 +355,6 @@ def _encode_value_into(buf: bytearray, field: Field, depth: int) -> None:
     if tag == "S" or tag == "x":
         buf.append(ord(tag))
         _put_longstr(buf, tag, value)
-    elif tag == "F":
-        if not isinstance(value, Mapping):
-            raise FieldError(f"table field needs a mapping, not {type(value).__name__}")
-        buf.append(_F)
-        _encode_table_into(buf, value, depth + 1)
-    elif tag == "A":
-        if not isinstance(value, (list, tuple)):
-            raise FieldError(f"array field needs a list, not {type(value).__name__}")
-        _check_depth(depth + 1)
-        buf.append(_A)
-        start = len(buf)
-        buf += b"\0\0\0\0"
-        for item in value:
-            _encode_value_into(buf, item, depth + 1)
-        _pack_length(buf, start)
     elif tag == "t":
         buf.append(_T)
         buf.append(1 if value else 0)
@@ -345,6 +373,78 @@ def _encode_value_into(buf: bytearray, field: Field, depth: int) -> None:
         raise FieldError(f"unknown field type tag {tag!r}")
 
 
+def _split_field(field: Any) -> tuple[str, Any]:
+    tag: Any
+    value: Any
+    try:
+        tag, value = field
+    except (TypeError, ValueError):
+        raise FieldError(f"a field must be a (tag, value) pair, not {field!r}") from None
+    if not isinstance(tag, str):
+        raise FieldError(f"a field tag must be a str, not {tag!r}")
+    return tag, value
+
+
+def _table_key(key: object) -> bytes:
+    if not isinstance(key, str):
+        raise FieldError(f"field table keys must be str, not {type(key).__name__}")
+    try:
+        raw_key = key.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise FieldError(f"field table key is not encodable as UTF-8: {exc}") from None
+    if len(raw_key) > 255:
+        raise FieldError(f"field table key longer than 255 bytes: {key[:40]!r}...")
+    return raw_key
+
+
+def _encode_into(buf: bytearray, container: Any, keyed: bool) -> None:
+    """Encode a table (``keyed``: a mapping of fields) or an array (a sequence of fields) with its length
+    prefix. Iterative, like the decoder: nesting depth is not limited by the Python stack."""
+    # each level: (items iterator, keyed, offset of the length prefix, id of the container)
+    stack: list[tuple[Any, bool, int, int]] = []
+    on_path: set[int] = set()
+
+    def open_level(value: Any, is_table: bool) -> None:
+        if id(value) in on_path:
+            raise _self_reference()
+        on_path.add(id(value))
+        stack.append((iter(value.items()) if is_table else iter(value), is_table, len(buf), id(value)))
+        buf.extend(b"\0\0\0\0")
+
+    open_level(container, keyed)
+    while stack:
+        items, is_table, start, ident = stack[-1]
+        item = next(items, _END)
+        if item is _END:
+            stack.pop()
+            on_path.discard(ident)
+            _pack_length(buf, start)
+            continue
+        if is_table:
+            key, field = item
+            raw_key = _table_key(key)
+            buf.append(len(raw_key))
+            buf += raw_key
+        else:
+            field = item
+        tag, value = _split_field(field)
+        if tag == "F":
+            if not isinstance(value, Mapping):
+                raise FieldError(f"table field needs a mapping, not {type(value).__name__}")
+            buf.append(_F)
+            open_level(value, True)
+        elif tag == "A":
+            if not isinstance(value, (list, tuple)):
+                raise FieldError(f"array field needs a list, not {type(value).__name__}")
+            buf.append(_A)
+            open_level(value, False)
+        else:
+            _encode_scalar_into(buf, tag, value)
+
+
+_END: Final[Any] = object()  # what next() gives for an exhausted level
+
+
 def _pack_length(buf: bytearray, start: int) -> None:
     size = len(buf) - start - 4
     if size > 0xFFFFFFFF:
@@ -352,36 +452,31 @@ def _pack_length(buf: bytearray, start: int) -> None:
     _U32.pack_into(buf, start, size)
 
 
-def _encode_table_into(buf: bytearray, table: Mapping[str, Field], depth: int) -> None:
-    _check_depth(depth)
-    start = len(buf)
-    buf += b"\0\0\0\0"
-    for key, field in table.items():
-        if not isinstance(key, str):
-            raise FieldError(f"field table keys must be str, not {type(key).__name__}")
-        try:
-            raw_key = key.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError as exc:
-            raise FieldError(f"field table key is not encodable as UTF-8: {exc}") from None
-        if len(raw_key) > 255:
-            raise FieldError(f"field table key longer than 255 bytes: {key[:40]!r}...")
-        buf.append(len(raw_key))
-        buf += raw_key
-        _encode_value_into(buf, field, depth)
-    _pack_length(buf, start)
-
-
 def encode_table(table: Mapping[str, Field]) -> bytes:
     """Encode a table with its 4-byte length prefix, keeping each field's tag and the key order."""
+    if not isinstance(table, Mapping):
+        raise FieldError(f"a table must be a mapping, not {type(table).__name__}")
     buf = bytearray()
-    _encode_table_into(buf, table, 1)
+    _encode_into(buf, table, True)
     return bytes(buf)
 
 
 def encode_field(field: Field) -> bytes:
     """Encode one field as its tag octet followed by its value (array and table values length-prefixed)."""
+    tag, value = _split_field(field)
     buf = bytearray()
-    _encode_value_into(buf, field, 0)
+    if tag == "F":
+        if not isinstance(value, Mapping):
+            raise FieldError(f"table field needs a mapping, not {type(value).__name__}")
+        buf.append(_F)
+        _encode_into(buf, value, True)
+    elif tag == "A":
+        if not isinstance(value, (list, tuple)):
+            raise FieldError(f"array field needs a list, not {type(value).__name__}")
+        buf.append(_A)
+        _encode_into(buf, value, False)
+    else:
+        _encode_scalar_into(buf, tag, value)
     return bytes(buf)
 
 
@@ -389,7 +484,7 @@ def encode_field(field: Field) -> bytes:
 # plain Python values
 
 
-def _from_python(value: object, depth: int) -> Field:
+def _scalar_from_python(value: object) -> Field:
     if isinstance(value, str):
         return ("S", value)
     if isinstance(value, bool):
@@ -406,12 +501,6 @@ def _from_python(value: object, depth: int) -> Field:
         return ("d", value)
     if value is None:
         return ("V", None)
-    if isinstance(value, Mapping):
-        _check_depth(depth + 1)
-        return ("F", _table_from_python(value, depth + 1))
-    if isinstance(value, (list, tuple)):
-        _check_depth(depth + 1)
-        return ("A", [_from_python(item, depth + 1) for item in value])
     if isinstance(value, decimal.Decimal):
         if not value.is_finite():
             raise FieldError(f"decimal field cannot hold {value}")
@@ -430,13 +519,53 @@ def _from_python(value: object, depth: int) -> Field:
     raise FieldError(f"cannot encode a {type(value).__name__} value as an AMQP field")
 
 
-def _table_from_python(values: Mapping[Any, object], depth: int) -> Table:
-    table: Table = {}
-    for key, value in values.items():
-        if not isinstance(key, str):
-            raise FieldError(f"field table keys must be str, not {type(key).__name__}")
-        table[key] = _from_python(value, depth)
-    return table
+def _convert_tree(root: Any, root_is_map: bool, *, to_fields: bool) -> Any:
+    """Walk nested mappings and lists without recursion, building plain values (``to_fields=False``: fields
+    -> Python) or fields (``to_fields=True``: Python -> fields). Raises FieldError for a self-reference."""
+    out_root: Any = {} if root_is_map else []
+    # each level: (items iterator, output container, source id)
+    stack: list[tuple[Any, Any, int]] = [(iter(root.items()) if root_is_map else iter(root), out_root, id(root))]
+    on_path = {id(root)}
+    while stack:
+        items, out, ident = stack[-1]
+        item = next(items, _END)
+        if item is _END:
+            stack.pop()
+            on_path.discard(ident)
+            continue
+        if isinstance(out, dict):
+            key, value = item
+            if not isinstance(key, str):
+                raise FieldError(f"field table keys must be str, not {type(key).__name__}")
+        else:
+            key, value = None, item
+        child_src: Any = None
+        child_is_map = False
+        if to_fields:
+            if isinstance(value, Mapping):
+                child_src, child_is_map = value, True
+            elif isinstance(value, (list, tuple)):
+                child_src = value
+            converted: Any = None if child_src is not None else _scalar_from_python(value)
+        else:
+            tag, inner = value
+            if tag == "F":
+                child_src, child_is_map = inner, True
+            elif tag == "A":
+                child_src = inner
+            converted = None if child_src is not None else to_python(value)
+        if child_src is not None:
+            if id(child_src) in on_path:
+                raise _self_reference()
+            child_out: Any = {} if child_is_map else []
+            converted = (("F" if child_is_map else "A"), child_out) if to_fields else child_out
+            on_path.add(id(child_src))
+            stack.append((iter(child_src.items()) if child_is_map else iter(child_src), child_out, id(child_src)))
+        if key is not None:
+            out[key] = converted
+        else:
+            out.append(converted)
+    return out_root
 
 
 def from_python(value: object) -> Field:
@@ -446,12 +575,17 @@ def from_python(value: object) -> Field:
     float -> ``d``, Decimal -> ``D``, datetime -> ``T`` (whole seconds; naive means UTC), None -> ``V``,
     list/tuple -> ``A``, mapping -> ``F`` (recursively).
     """
-    return _from_python(value, 0)
+    if isinstance(value, Mapping):
+        return ("F", _convert_tree(value, True, to_fields=True))
+    if isinstance(value, (list, tuple)):
+        return ("A", _convert_tree(value, False, to_fields=True))
+    return _scalar_from_python(value)
 
 
 def table_from_python(values: Mapping[str, object]) -> Table:
     """Build a table from a mapping of plain values (see :func:`from_python`)."""
-    return _table_from_python(values, 1)
+    table: Table = _convert_tree(values, True, to_fields=True)
+    return table
 
 
 def to_python(field: Field) -> Any:
@@ -461,9 +595,9 @@ def to_python(field: Field) -> Any:
     """
     tag, value = field
     if tag == "F":
-        return table_to_python(value)
+        return _convert_tree(value, True, to_fields=False)
     if tag == "A":
-        return [to_python(item) for item in value]
+        return _convert_tree(value, False, to_fields=False)
     if tag == "T":
         try:
             return datetime.fromtimestamp(value, UTC)
@@ -474,4 +608,5 @@ def to_python(field: Field) -> Any:
 
 def table_to_python(table: Mapping[str, Field]) -> dict[str, Any]:
     """A table as a dict of plain values (see :func:`to_python`)."""
-    return {key: to_python(field) for key, field in table.items()}
+    result: dict[str, Any] = _convert_tree(table, True, to_fields=False)
+    return result

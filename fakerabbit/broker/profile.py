@@ -29,12 +29,40 @@ import re
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-__all__ = ["ACCEPTED_VERSIONS", "Profile", "get_profile"]
+__all__ = ["ACCEPTED_VERSIONS", "AMQPRules", "Profile", "get_profile"]
 
 ClientXDeath = Literal["edit", "parse", "ignore"]
 QuorumPriorities = Literal["fifo", "weighted", "strict"]
 DeliveryLimitCounter = Literal["returns", "acquired", "failed"]
 QueueMasterLocator = Literal["crash-if-invalid", "ignored", "denied"]
+
+
+@dataclass(frozen=True, slots=True)
+class AMQPRules:
+    """AMQP 0-9-1 wire rules of ``rabbit_reader``, ``rabbit_command_assembler`` and ``rabbit_channel`` that
+    changed between releases (checked live on 3.10.8, 4.0.5 and 4.3.6, and in RabbitMQ's source)."""
+
+    #: Octets in texts are printed with ``~tp`` and the text is sent as UTF-8 (3.12+): a Latin-1 binary reads
+    #: ``<<"été">>``, a UTF-8 one ``<<"ét"/utf8>>``; before, ``~p`` and the raw octets.
+    unicode_texts: bool = False
+    #: A protocol header that is not 0-9-1 is answered with the AMQP 1.0 SASL header ``AMQP 3 1 0 0`` unless
+    #: it is ``AMQP 0 0 9+ x`` (4.0+, native AMQP 1.0); before, always with the 0-9-1 header.
+    sasl_refusal_header: bool = False
+    #: A delivery mode other than 1 or 2 is a 406 ``delivery_mode_unknown`` (up to 3.13; 4.x accepts any).
+    check_delivery_mode: bool = True
+    #: ``basic.credit`` is a channel method (up to 3.13); from 4.0 it is 503 ``unimplemented method``.
+    basic_credit: bool = True
+    #: ``?FRAME_MIN_SIZE``: the frame_max before tune-ok and the lowest tune-ok value (4096; 8192 from 4.1).
+    frame_min_size: int = 4096
+    #: The assembler refuses a body frame longer than what remains and a body size above 512 MiB with 501
+    #: FRAME_ERROR (4.3+); before, a longer body leaves the assembler waiting.
+    strict_content_size: bool = False
+    #: A client's ``basic.cancel-ok`` cancels that consumer without a reply (an unknown tag crashes the channel:
+    #: 541) (4.3+); before, 503 ``unimplemented method``.
+    client_cancel_ok: bool = False
+    #: Deliveries carry the ``headers`` table with its keys sorted and unique (``mc_amqpl:protocol_state``;
+    #: seen on 4.0.5 and 4.3.6, not on 3.10.8; 3.13 has the same code but was not checked live).
+    sort_headers: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +123,6 @@ class Profile:
     #: ``activate_next_consumer``): a waiting consumer of higher priority takes over once the active one has no
     #: unacknowledged messages (the active one gets nothing more meanwhile). Live 4.0.5 and 4.3.6; 3.10.8 not.
     quorum_sac_priority: bool
-    #: 3.13+: ``mc_amqpl:protocol_state/2`` delivers the headers sorted by key (``lists:usort``), whatever order
-    #: the publisher sent (types kept). Live 4.0.5 and 4.3.6 (3.10.8 keeps the order; 3.13 has the same code).
-    sorted_headers: bool
     #: Direct reply-to is a volatile queue (4.3, ``rabbit_volatile_queue``): a reply takes the requester
     #: channel's next delivery tag, and a reply whose token names a channel of this node counts as routed
     #: (mandatory: no return, even when that channel has gone). Before, replies reuse the next tag without
@@ -165,6 +190,9 @@ class Profile:
     #: ``mc:x_header`` and add ``x-`` annotations that are delivered as ``long`` headers (the delayed-message
     #: exchange's ``x-delay``: see fakerabbit/broker/delayed.py).
     message_containers: bool = False
+    # -- AMQP 0-9-1 wire rules --------------------------------------------------------------------------
+    #: What the reader, the content assembler and the channel accept on the wire.
+    amqp: AMQPRules = AMQPRules()
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -272,7 +300,6 @@ _P310: Final = Profile(
     purge_counts_held_dead_letters=False,
     quorum_priorities="fifo",
     quorum_sac_priority=False,
-    sorted_headers=False,
     operator_policy_keys=_OPERATOR_KEYS_312,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
     unsupported_classic_policy_keys=_UNSUPPORTED_CLASSIC,
@@ -292,7 +319,9 @@ _P310: Final = Profile(
     unknown_exchange_type_is_channel_error=False,
     exchange_types=_AMQP_EXCHANGE_TYPES,
 )
-_P312: Final = replace(_P310, name="3.12", server_version="3.12.14", queue_type_apply_to=True)
+_P312: Final = replace(
+    _P310, name="3.12", server_version="3.12.14", queue_type_apply_to=True, amqp=AMQPRules(unicode_texts=True)
+)
 _P313: Final = replace(
     _P312,
     name="3.13",
@@ -303,7 +332,6 @@ _P313: Final = replace(
     x_death_mc_order=True,
     message_containers=True,
     normalise_expiration=True,
-    sorted_headers=True,
     delivery_count_header_from_zero=False,
     operator_policy_keys=_OPERATOR_KEYS_313,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ | {"single-active-consumer"},
@@ -329,7 +357,11 @@ _P40: Final = replace(
     classic_queue_arguments=(*_CLASSIC_ARGS, "x-queue-leader-locator"),
     queue_master_locator="ignored",
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random"),
+    amqp=AMQPRules(
+        unicode_texts=True, sasl_refusal_header=True, check_delivery_mode=False, basic_credit=False, sort_headers=True
+    ),
 )
+_AMQP_41: Final = replace(_P40.amqp, frame_min_size=8192)
 _P43: Final = replace(
     _P40,
     name="4.3",
@@ -362,6 +394,7 @@ _P43: Final = replace(
     extra_policy_keys=_P40.extra_policy_keys
     | {"consumer-disconnected-timeout", "delayed-retry-type", "delayed-retry-min", "delayed-retry-max"},
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random", "x-modulus-hash"),
+    amqp=replace(_AMQP_41, strict_content_size=True, client_cancel_ok=True),
 )
 
 # requested major.minor -> (family profile, announced server version)
@@ -371,8 +404,8 @@ _VERSIONS: Final[dict[str, tuple[Profile, str]]] = {
     "3.12": (_P312, "3.12.14"),
     "3.13": (_P313, "3.13.7"),
     "4.0": (_P40, "4.0.0"),
-    "4.1": (_P40, "4.1.0"),
-    "4.2": (_P40, "4.2.0"),
+    "4.1": (replace(_P40, amqp=_AMQP_41), "4.1.0"),
+    "4.2": (replace(_P40, amqp=_AMQP_41), "4.2.0"),
     "4.3": (_P43, "4.3.0"),
 }
 #: The versions :func:`get_profile` accepts (any earlier 3.x maps to the 3.10 profile too).

@@ -150,20 +150,13 @@ class Session:
                 f"user_id property set to '{user_id}' but authenticated user was '{self.conn.user}'"
             )
         delivery_mode = props.delivery_mode
-        if delivery_mode is not None and delivery_mode not in (1, 2):
+        if delivery_mode is not None and delivery_mode not in (1, 2) and self.broker.profile.amqp.check_delivery_mode:
             raise errors.PreconditionFailed(f"invalid message: {{delivery_mode_unknown,{delivery_mode}}}")
         if props.reply_to == REPLY_TO:
             if self.reply_to_token is None:
                 raise errors.PreconditionFailed("fast reply consumer does not exist")
             props = props.replace(reply_to=f"{REPLY_TO}.{self.reply_to_token}")
         msg = Message.from_publish(exchange, routing_key, props, body, ttl_ms=ttl, msg_id=self.broker.next_msg_id())
-        if self.broker.profile.sorted_headers:
-            headers = msg.props.headers
-            if headers is not None and len(headers) > 1:
-                keys = list(headers)
-                ordered = sorted(keys, key=_key_bytes)
-                if keys != ordered:
-                    msg.props = msg.props.replace(headers={k: headers[k] for k in ordered})
         if self.broker.profile.client_x_death != "ignore":
             self.broker.dead_letters.adopt_client_deaths(msg)
         seq = 0
@@ -491,10 +484,6 @@ class Session:
         self.unacked_bytes = 0
         for q, entries in _group(taken):
             q.release(entries)
-
-
-def _key_bytes(key: str) -> bytes:
-    return key.encode("utf-8", "surrogateescape")
 
 
 def _v1_decodable(token: str) -> bool:

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fakerabbit.broker import errors
-from fakerabbit.broker.properties import PropertiesError, RawProperties
+from fakerabbit.broker.properties import PropertiesError, RawProperties, sort_headers
 from fakerabbit.broker.session import Session
-from fakerabbit.protocol import framing
+from fakerabbit.protocol import erlfmt, framing
 from fakerabbit.protocol.codec import (
     Cancel,
     ChannelOpenOk,
@@ -46,6 +46,8 @@ _CONTENT_METHODS = (commands.Basic.Publish, commands.Basic.Return, commands.Basi
 #: RabbitMQ's default max_message_size: 128 MiB up to 3.13, 16 MiB from 4.0.
 _MAX_MESSAGE_SIZE_3 = 134217728
 _MAX_MESSAGE_SIZE_4 = 16777216
+#: rabbit.hrl's ?MAX_MSG_SIZE: the largest body size 4.3's assembler takes (512 MiB).
+MAX_MSG_SIZE = 536870912
 
 
 def _properties_valid(props: bytes) -> bool:
@@ -76,6 +78,10 @@ class ChannelHandler:
         self._body_size = 0
         self._remaining = 0
         self._body: list[bytes] = []
+        # publisher confirms waiting to be sent, coalesced (see send_confirm)
+        self._confirmed: list[int] = []
+        self._rejected: list[int] = []
+        self._sort_headers = conn.rules.sort_headers
         major = int(conn.broker.profile.server_version.split(".")[0])
         self._max_message_size = _MAX_MESSAGE_SIZE_4 if major >= 4 else _MAX_MESSAGE_SIZE_3
 
@@ -144,6 +150,10 @@ class ChannelHandler:
             raise errors.UnexpectedFrame(
                 f"expected content header for class 60, got one for class {class_id} instead"
             ).at(self._ids)
+        if body_size > MAX_MSG_SIZE and self.conn.rules.strict_content_size:
+            raise errors.FrameError(f"content body size {body_size} exceeds maximum allowed size {MAX_MSG_SIZE}").at(
+                self._ids
+            )
         self._props, self._body_size, self._remaining = props, body_size, body_size
         if body_size == 0:
             return self._complete()
@@ -153,8 +163,10 @@ class ChannelHandler:
     def _body_frame(self, payload: bytes) -> Callable[[], None] | None:
         if self._asm != "body":
             raise self._expected()
-        # Like RabbitMQ, only a body that adds up exactly completes the message; too many octets leave the
-        # assembler waiting for more body frames forever (the next other frame is a 505).
+        # Up to 4.2, only a body that adds up exactly completes the message; too many octets leave the
+        # assembler waiting for more body frames forever (the next other frame is a 505). 4.3 refuses them.
+        if len(payload) > self._remaining and self.conn.rules.strict_content_size:
+            raise errors.FrameError("content body frame exceeds remaining content size").at(self._ids)
         self._remaining -= len(payload)
         if self._remaining == 0:
             self._body.append(payload)
@@ -247,17 +259,36 @@ class ChannelHandler:
 
     # -- frames out -----------------------------------------------------------------------------------------
     def send(self, method: base.Frame) -> None:
+        if self._confirmed or self._rejected:
+            self.flush_confirms()  # a reply never overtakes the confirms of earlier publishes
         self.conn.send(self.number, method)
 
     def close_with(self, exc: errors.AMQPError, ids: tuple[int, int]) -> None:
         """A channel error: release the session and send channel.close; wait for close-ok."""
+        if self._confirmed or self._rejected:
+            self.flush_confirms()
         self.conn.write(
             framing.encode_close(
-                self.number, exc.code, exc.reply_text.encode("utf-8", "surrogateescape"), ids[0], ids[1]
+                self.number,
+                exc.code,
+                erlfmt.text_octets(exc.reply_text, unicode=self.conn.rules.unicode_texts),
+                ids[0],
+                ids[1],
             )
         )
         self.state = "closing"
         self.release()
+
+    def drop_content(self) -> None:
+        """Forget a message being assembled (its connection is gone: the body must not wait for a collection)."""
+        self._asm, self._method, self._props, self._body, self._body_size, self._remaining = (
+            "method",
+            None,
+            b"",
+            [],
+            0,
+            0,
+        )
 
     def release(self) -> None:
         """The channel or its connection is closing: the broker session lets go of everything it holds."""
@@ -284,6 +315,8 @@ class ChannelHandler:
         props: bytes,
         body: bytes,
     ) -> None:
+        if self._sort_headers:
+            props = sort_headers(props)
         method = framing.encode_method(
             self.number, Deliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
         )
@@ -292,14 +325,51 @@ class ChannelHandler:
     def send_return(
         self, reply_code: int, reply_text_: str, exchange: str, routing_key: str, props: bytes, body: bytes
     ) -> None:
+        if self._sort_headers:
+            props = sort_headers(props)
         method = framing.encode_method(self.number, Return(reply_code, reply_text_, exchange, routing_key))
         self.conn.write_many([method, *framing.encode_content(self.number, props, body, self.conn.frame_max)])
 
     def send_confirm(self, ack: bool, delivery_tag: int, multiple: bool) -> None:
-        if ack:
-            self.send(commands.Basic.Ack(delivery_tag, multiple))
-        else:
-            self.send(commands.Basic.Nack(delivery_tag, multiple, True))  # RabbitMQ sets requeue
+        """Record a publish's confirm; it goes out with the others of the same batch (:meth:`flush_confirms`).
+
+        RabbitMQ's channel collects the confirms its queues send and flushes them once its mailbox is empty
+        (``noreply_coalesce``): a burst of pipelined publishes is acked with few ``multiple`` acks. Here a batch
+        is what the connection handles from one read of the socket."""
+        (self._confirmed if ack else self._rejected).append(delivery_tag)
+        self.conn.confirms_waiting(self)
+
+    def flush_confirms(self) -> None:
+        """``rabbit_channel:send_confirms_and_nacks``: acks, then nacks, each coalesced below the cutoff (the
+        oldest publish of the other kind: every publish of the batch is settled here)."""
+        confirmed, rejected = self._confirmed, self._rejected
+        if not confirmed and not rejected:
+            return
+        self._confirmed, self._rejected = [], []
+        if self.state == "closing" or self.conn.closed:
+            return
+        out: list[bytes] = []
+        if len(confirmed) == 1:
+            out.append(framing.encode_method(self.number, commands.Basic.Ack(confirmed[0], False)))
+        elif confirmed:
+            out += self._coalesce(confirmed, rejected, ack=True)
+        if rejected:
+            out += self._coalesce(rejected, confirmed, ack=False)
+        for frame in out:
+            self.conn.write(frame)
+
+    def _coalesce(self, tags: list[int], others: list[int], *, ack: bool) -> list[bytes]:
+        """``rabbit_channel:coalesce_and_send/4``."""
+        tags = sorted(set(tags))
+        cutoff = min([tags[-1] + 1, *others])
+        below = [t for t in tags if t < cutoff]
+        rest = [t for t in tags if t >= cutoff]
+
+        def frame(tag: int, multiple: bool) -> bytes:
+            method = commands.Basic.Ack(tag, multiple) if ack else commands.Basic.Nack(tag, multiple, True)
+            return framing.encode_method(self.number, method)  # (a nack always has requeue set)
+
+        return ([frame(below[-1], True)] if below else []) + [frame(t, False) for t in rest]
 
     def send_cancel(self, consumer_tag: str) -> None:
         # Only to clients with the consumer_cancel_notify capability, with nowait=true (a client must not
@@ -309,5 +379,9 @@ class ChannelHandler:
             self.conn.write_late(framing.encode_method(self.number, Cancel(consumer_tag, nowait=True)))
 
     def send_get(self, method: base.Frame, props: bytes, body: bytes) -> None:
+        if self._confirmed or self._rejected:
+            self.flush_confirms()
+        if self._sort_headers:
+            props = sort_headers(props)
         head = framing.encode_method(self.number, method)
         self.conn.write_many([head, *framing.encode_content(self.number, props, body, self.conn.frame_max)])

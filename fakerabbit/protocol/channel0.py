@@ -8,16 +8,19 @@ These functions are :class:`~fakerabbit.protocol.connection.AMQPConnection`'s me
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from fakerabbit.broker import errors
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.codec import MethodDecodeError, base, commands, decode_args
 from fakerabbit.protocol.error_handling import CLOSING_TIMEOUT
-from fakerabbit.protocol.handshake import check_tune_ok, parse_amqplain, parse_plain
+from fakerabbit.protocol.handshake import check_tune_ok, is_loopback, parse_amqplain, parse_plain
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
+
+log = logging.getLogger("fakerabbit")
 
 #: What the server offers in connection.tune.
 CHANNEL_MAX = 2047
@@ -39,6 +42,11 @@ def _method0(self: AMQPConnection, payload: bytes) -> None:
             raise errors.FrameError("Malformed UTF-8 in shortstr").at(ids) from None
         raise errors.InternalError("") from None
     self._flush_pending()  # the channels get through what they were sent before this
+    if self._channel_failure is not None and isinstance(method, commands.Connection.Close):
+        # the reader shuts the channels down and waits for them: a channel's hard error is what the client gets,
+        # not close-ok (any other channel-0 method is handled first: its own error wins)
+        failure, self._channel_failure = self._channel_failure, None
+        raise failure
     try:
         self._connection_method(method)
     except errors.AMQPError as exc:
@@ -73,6 +81,7 @@ def _start_ok(self: AMQPConnection, m: commands.Connection.StartOk) -> None:
     self.capabilities = dict(caps) if isinstance(caps, dict) else {}
     mechanism = m.mechanism or ""
     response = m.response if isinstance(m.response, bytes) else str(m.response or "").encode()
+    creds: tuple[str, str | None] | None
     if mechanism == "PLAIN":
         creds = parse_plain(response)
     elif mechanism == "AMQPLAIN":
@@ -82,7 +91,14 @@ def _start_ok(self: AMQPConnection, m: commands.Connection.StartOk) -> None:
     if creds is None:
         raise errors.SyntaxError_(f"{mechanism} response invalid")
     user, password = creds
-    if not self.broker.auth.authenticate(user, password):
+    if password is None or not self.broker.auth.authenticate(user, password):
+        raise errors.AccessRefusedHard(
+            f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
+        )
+    if user in self.server.loopback_users and not is_loopback(self.peer_ip):
+        # rabbit_access_control:check_user_loopback: refused like a bad password (the log would say "user
+        # 'guest' can only connect via localhost")
+        log.warning("connection %s: user '%s' can only connect via localhost", self.peer, user)
         raise errors.AccessRefusedHard(
             f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
         )
@@ -93,7 +109,7 @@ def _start_ok(self: AMQPConnection, m: commands.Connection.StartOk) -> None:
 
 def _tune_ok(self: AMQPConnection, m: commands.Connection.TuneOk) -> None:
     frame_max, channel_max, heartbeat = m.frame_max or 0, m.channel_max or 0, m.heartbeat or 0
-    check_tune_ok(frame_max, channel_max, CHANNEL_MAX, FRAME_MAX)
+    check_tune_ok(frame_max, channel_max, CHANNEL_MAX, FRAME_MAX, self.rules.frame_min_size)
     self.frame_max, self.channel_max, self.heartbeat = frame_max, channel_max, heartbeat
     self.reader.frame_max = frame_max
     self.state = "opening"

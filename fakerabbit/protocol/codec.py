@@ -19,14 +19,45 @@ import struct
 
 from pamqp import base as base  # re-exported: the rest of protocol/ reaches pamqp only through here
 from pamqp import commands as commands
+from pamqp import encode
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.fields import FieldError, Table, decode_table, encode_table, table_to_python
 
 
-class _NoValidate:
+class _NoValidate(base.Frame):
+    """Skips pamqp's client-side validation; a shortstr may carry a client's octets that are not UTF-8 (as
+    surrogate escapes: basic.publish's exchange and routing key are not checked by RabbitMQ) and goes out as
+    those octets."""
+
     def validate(self) -> None:
         return None
+
+    def marshal(self) -> bytes:
+        out: list[bytes] = []
+        bits, nbits = 0, -1
+        for argument in self.__slots__:
+            kind = self.amqp_type(argument)
+            value = getattr(self, argument, 0)
+            if kind == "bit":
+                if nbits < 0 or nbits == 8:
+                    if nbits == 8:
+                        out.append(bytes([bits]))
+                    bits, nbits = 0, 0
+                bits |= (1 << nbits) if value else 0
+                nbits += 1
+                continue
+            if nbits >= 0:
+                out.append(bytes([bits]))
+                bits, nbits = 0, -1
+            if kind == "shortstr":
+                raw = str(value or "").encode("utf-8", "surrogateescape")
+                out.append(bytes([len(raw)]) + raw)
+            else:
+                out.append(encode.by_type(value, kind))
+        if nbits >= 0:
+            out.append(bytes([bits]))
+        return b"".join(out)
 
 
 class DeclareOk(_NoValidate, commands.Queue.DeclareOk):
@@ -134,15 +165,8 @@ _LENGTH_TAGS = frozenset(map(ord, "SxFA"))
 _u32 = struct.Struct(">I")
 
 
-def _valid_field_value(data: bytes, pos: int, end: int) -> int:
-    """``rabbit_binary_parser:parse_field_value/1``: the offset after the value, or -1 if it does not parse.
-
-    Beside RabbitMQ's documented types, the parser takes an ``L`` (64-bit) value; like Erlang's binary float
-    matching, it refuses NaN and infinities."""
-    if pos >= end:
-        return -1
-    tag = data[pos]
-    pos += 1
+def _skip_scalar(data: bytes, tag: int, pos: int, end: int) -> int:
+    """The offset after a value that is not a table or an array (its tag already read), or -1."""
     if tag == 0x56:  # V
         return pos
     size = _FIXED_TAGS.get(tag)
@@ -155,31 +179,45 @@ def _valid_field_value(data: bytes, pos: int, end: int) -> int:
         if tag == 0x64 and not math.isfinite(struct.unpack_from(">d", data, pos)[0]):  # d
             return -1
         return stop
-    if tag in _LENGTH_TAGS:
+    if tag in _LENGTH_TAGS:  # S, x (F and A are handled by the caller)
         if pos + 4 > end:
             return -1
         stop = pos + 4 + int(_u32.unpack_from(data, pos)[0])
-        if stop > end:
-            return -1
-        if tag == 0x46:  # F
-            return stop if valid_table_body(data, pos + 4, stop) else -1
-        if tag == 0x41:  # A
-            p = pos + 4
-            while p < stop:
-                p = _valid_field_value(data, p, stop)
-                if p < 0:
-                    return -1
-        return stop
+        return stop if stop <= end else -1
     return -1
 
 
 def valid_table_body(data: bytes, pos: int, end: int) -> bool:
-    """``rabbit_binary_parser:parse_table/1`` succeeds on ``data[pos:end]``."""
-    while pos < end:
-        pos += 1 + data[pos]
-        if pos > end:
-            return False
-        pos = _valid_field_value(data, pos, end)
+    """``rabbit_binary_parser:parse_table/1`` succeeds on ``data[pos:end]``.
+
+    Beside RabbitMQ's documented types, the parser takes an ``L`` (64-bit) value; like Erlang's binary float
+    matching, it refuses NaN and infinities. Nested tables and arrays are followed with a list of the
+    enclosing levels' ends (RabbitMQ takes any depth; the Python stack is never used for it)."""
+    # each level: (end, is_table); the position is shared, as each nested value ends where its length says
+    stack: list[tuple[int, bool]] = [(end, True)]
+    while stack:
+        end, is_table = stack[-1]
+        if pos >= end:
+            if pos > end:
+                return False
+            stack.pop()
+            continue
+        if is_table:
+            pos += 1 + data[pos]
+            if pos >= end:
+                return False
+        tag = data[pos]
+        pos += 1
+        if tag == 0x46 or tag == 0x41:  # F, A
+            if pos + 4 > end:
+                return False
+            stop = pos + 4 + int(_u32.unpack_from(data, pos)[0])
+            if stop > end:
+                return False
+            pos += 4
+            stack.append((stop, tag == 0x46))
+            continue
+        pos = _skip_scalar(data, tag, pos, end)
         if pos < 0:
             return False
     return True
@@ -275,7 +313,10 @@ def decode_args(cls: type[base.Frame], args: bytes) -> base.Frame:
             try:
                 value = args[start:stop].decode("utf-8")
             except UnicodeDecodeError:
-                raise MethodDecodeError("utf8") from None
+                if cls is not commands.Basic.Publish:
+                    raise MethodDecodeError("utf8") from None
+                # RabbitMQ decodes basic.publish with a hand-written clause that takes any octets
+                value = args[start:stop].decode("utf-8", "surrogateescape")
         elif kind == "longstr":
             value = args[start:stop]
         else:

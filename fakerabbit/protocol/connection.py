@@ -67,10 +67,12 @@ class AMQPConnection(asyncio.Protocol):
     def __init__(self, server: Server) -> None:
         self.server = server
         self.broker = server.broker
+        #: The wire rules of the RabbitMQ version the broker behaves as.
+        self.rules = server.broker.profile.amqp
         self.transport: asyncio.Transport | None = None
         self.state = "header"
         self._header = b""
-        self.reader = framing.FrameReader(framing.FRAME_MIN_SIZE)
+        self.reader = framing.FrameReader(self.rules.frame_min_size)
         self.channels: dict[int, ChannelHandler] = {}
         self.info: ConnectionInfo | None = None
         self.user = ""
@@ -91,6 +93,8 @@ class AMQPConnection(asyncio.Protocol):
         self._hb_handle: asyncio.TimerHandle | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.peer = ""
+        #: The client's IP address ("" if the transport has none).
+        self.peer_ip = ""
         self.write_paused = False
         # channel methods waiting for the reader to finish the current chunk of input
         self._pending: list[tuple[ChannelHandler, Callable[[], None]]] = []
@@ -98,6 +102,9 @@ class AMQPConnection(asyncio.Protocol):
         self._closing_channels: list[ChannelHandler] = []
         self._channel_failure: errors.AMQPError | None = None
         self._dead_channels: set[int] = set()
+        # channels holding publisher confirms for the end of the batch (see ChannelHandler.send_confirm)
+        self._confirming: dict[ChannelHandler, None] = {}
+        self._logged_internal_error = False
         # publisher flow control (rabbit_reader's #throttle{})
         self.should_block = False
         self.blocked = False
@@ -119,6 +126,7 @@ class AMQPConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.peer_ip = str(peer[0])
         self.server.connections.add(self)
         self._timer = self._loop().call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
 
@@ -153,6 +161,8 @@ class AMQPConnection(asyncio.Protocol):
             if handle is not None:
                 handle.cancel()
         self._teardown()
+        self.reader.clear()  # unread input goes now, not at the next garbage collection
+        self._header = b""
         self.server.flush()
 
     # -- methods that live in modules of their own -------------------------------------------------------------
@@ -182,6 +192,7 @@ class AMQPConnection(asyncio.Protocol):
     _silent_close = error_handling._silent_close
     _crash = error_handling._crash
     _internal_error = error_handling._internal_error
+    log_internal_error = error_handling.log_internal_error
     # throttle: publisher flow control
     set_blocked = throttle.set_blocked
     publish_received = throttle.publish_received
@@ -205,6 +216,29 @@ class AMQPConnection(asyncio.Protocol):
         self.stopped = True
         self._teardown()
 
+    def force_close(self, text: str) -> None:
+        """The broker's state is going away under this connection (a reset): tell an open connection 320
+        CONNECTION_FORCED, without the orderly teardown (nothing is requeued or deleted: the caller wipes
+        everything). As RabbitMQ does, input is still read (and ignored) until the client's close-ok or the
+        closing timeout, so a client still publishing sees the close rather than a reset socket."""
+        if self.closed:
+            return
+        for ch in self.channels.values():
+            ch.drop_content()
+        self.channels.clear()
+        self.info = None
+        self._pending.clear()
+        self._confirming.clear()
+        if self.state in ("running", "opening"):
+            self._out.clear()
+            self._late.clear()
+            self.write(framing.encode_close(0, 320, f"CONNECTION_FORCED - {text}".encode(), 0, 0))
+            self.state = "closed"
+            timeout = self.heartbeat if 0 < self.heartbeat < CLOSING_TIMEOUT else CLOSING_TIMEOUT
+            self._set_timer(timeout, lambda: self.abort(graceful=True))
+            return
+        self.abort(graceful=True)
+
     def _close_later(self) -> None:
         """Stop reading and close the socket after :data:`SILENT_CLOSE_DELAY` seconds (flushing first)."""
         self.stopped = True
@@ -226,7 +260,7 @@ class AMQPConnection(asyncio.Protocol):
     def _protocol_header(self, header: bytes) -> bool:
         if header not in framing.ACCEPTED_HEADERS:
             self.broker.report_problem(f"connection {self.peer or '?'} sent protocol header {header!r}, not AMQP 0-9-1")
-            self.write(framing.PROTOCOL_HEADER)
+            self.write(framing.refusal_header(header, sasl=self.rules.sasl_refusal_header))
             self.abort(graceful=True)
             return False
         props = server_properties(self.broker.profile.server_version)
@@ -248,12 +282,24 @@ class AMQPConnection(asyncio.Protocol):
         self.info = None
         try:
             for ch in channels:
+                ch.drop_content()
                 ch.release()
             if info is not None:
                 self.broker.close_connection(info)
         except Exception as exc:  # never let a bug escape into the event loop
-            log.exception("internal error releasing a connection")
-            self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+            self.log_internal_error("releasing a connection", exc)
+
+    def confirms_waiting(self, ch: ChannelHandler) -> None:
+        """``ch`` holds confirms: they go out when the current batch of input is handled (or at the next flush)."""
+        self._confirming[ch] = None
+        self.server.dirty.add(self)
+
+    def flush_confirms(self) -> None:
+        """Send every channel's coalesced confirms."""
+        while self._confirming:
+            ch = next(iter(self._confirming))
+            del self._confirming[ch]
+            ch.flush_confirms()
 
     def channel_closing(self, ch: ChannelHandler) -> None:
         """A client's channel.close was handled: close-ok goes out when the reader is done (see _process)."""

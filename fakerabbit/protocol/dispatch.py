@@ -7,7 +7,6 @@ These functions are :class:`~fakerabbit.protocol.connection.AMQPConnection`'s me
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from fakerabbit.broker import errors
@@ -18,8 +17,6 @@ from fakerabbit.protocol.erlfmt import Atom
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
-
-log = logging.getLogger("fakerabbit")
 
 
 def _process(self: AMQPConnection) -> None:
@@ -38,11 +35,11 @@ def _process(self: AMQPConnection) -> None:
             frame = self.reader.next_frame()
         except framing.FrameTooLarge as exc:
             too_large: erlfmt.Term = (Atom("frame_too_large"), exc.size, exc.limit)
-            fatal = erlfmt.frame_error_text(exc.type, b"", too_large)
+            fatal = erlfmt.frame_error_text(exc.type, b"", too_large, unicode=self.rules.unicode_texts)
             break
         except framing.BadFrameEnd as exc:
             bad_end: erlfmt.Term = (Atom("invalid_frame_end_marker"), exc.end)
-            fatal = erlfmt.frame_error_text(exc.type, exc.payload, bad_end)
+            fatal = erlfmt.frame_error_text(exc.type, exc.payload, bad_end, unicode=self.rules.unicode_texts)
             break
         if frame is None:
             break
@@ -56,11 +53,12 @@ def _process(self: AMQPConnection) -> None:
             failure = exc
             break
         except Exception as exc:  # never let a bug take the broker down
-            log.exception("internal error handling a frame")
-            self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+            self.log_internal_error("handling a frame", exc)
             failure = errors.InternalError("")
             break
     self._flush_pending()
+    if self._confirming:
+        self.flush_confirms()  # the batch's publisher confirms, coalesced
     channel_failure, self._channel_failure = self._channel_failure, None
     self._dead_channels.clear()
     closing, self._closing_channels = self._closing_channels, []
@@ -72,10 +70,13 @@ def _process(self: AMQPConnection) -> None:
             self.channel_gone(ch.number)
     if fatal is not None:
         self._fatal_frame_error(fatal)
-    elif failure is not None:
-        self.handle_exception(failure)
-    elif channel_failure is not None:
-        self.handle_exception(channel_failure)
+        return
+    if failure is None and channel_failure is None:
+        return
+    self.handle_exception(failure if failure is not None else channel_failure)  # type: ignore[arg-type]
+    if self.state == "closed" and not self.stopped and not self.closed and self.reader.pending():
+        # the rest of the chunk is read in the closing state (a client's close-ok in the same write counts)
+        self._process()
 
 
 def _flush_pending(self: AMQPConnection) -> None:
@@ -94,8 +95,7 @@ def _flush_pending(self: AMQPConnection) -> None:
             if self._channel_failure is None:
                 self._channel_failure = exc
         except Exception as exc:  # never let a bug take the broker down
-            log.exception("internal error handling a channel method")
-            self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+            self.log_internal_error("handling a channel method", exc)
             self._dead_channels.add(ch.number)
             if self._channel_failure is None:
                 self._channel_failure = errors.InternalError("")
@@ -122,18 +122,22 @@ def _handle_frame(self: AMQPConnection, frame: framing.RawFrame) -> None:
         elif ftype == framing.FRAME_HEARTBEAT and not payload:
             return
         elif ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12):
-            raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+            raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
         else:
-            raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame")))
+            raise errors.FrameError(
+                erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts)
+            )
         return
     if self.state != "running":
-        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
     if ftype == framing.FRAME_METHOD and len(payload) >= 4:
         framing.method_class(payload)  # unknown ids: the reader crashes before the channel sees it
     elif ftype == framing.FRAME_HEARTBEAT and not payload:
-        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload))
+        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
     elif not (ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12)):
-        raise errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame")))
+        raise errors.FrameError(
+            erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts)
+        )
     ch = self.channels.get(channel)
     if ch is None:
         if len(self.channels) >= self.channel_max:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from fakerabbit.broker import errors
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.codec import commands
+from fakerabbit.protocol.erlfmt import text_octets
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
@@ -65,7 +66,9 @@ def _send_close(self: AMQPConnection, exc: errors.AMQPError) -> None:
         where = f" (in reply to {getattr(method, 'name', method)})" if method is not None else ""
         self.broker.report_problem(f"connection {self.peer or '?'} closed with {exc.reply_text}{where}")
     self.write(
-        framing.encode_close(0, exc.code, exc.reply_text.encode("utf-8", "surrogateescape"), class_id, method_id)
+        framing.encode_close(
+            0, exc.code, text_octets(exc.reply_text, unicode=self.rules.unicode_texts), class_id, method_id
+        )
     )
 
 
@@ -105,6 +108,16 @@ def close_by_server(self: AMQPConnection, code: int, text: str) -> None:
 
 
 def _internal_error(self: AMQPConnection, exc: Exception) -> None:
-    log.exception("internal error in a connection")
-    self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+    self.log_internal_error("in a connection", exc)
     self.handle_exception(errors.InternalError(""))
+
+
+def log_internal_error(self: AMQPConnection, what: str, exc: BaseException) -> None:
+    """A bug met while serving this connection: recorded as a problem, logged as one line (the traceback at DEBUG
+    level), and only the first time for a connection: whatever a client sends costs at most a line of log."""
+    self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
+    if self._logged_internal_error:
+        return
+    self._logged_internal_error = True
+    log.error("internal error %s from %s: %r (traceback at DEBUG level)", what, self.peer or "?", exc)
+    log.debug("internal error %s", what, exc_info=exc)

@@ -26,6 +26,20 @@ FRAME_MIN_SIZE = 4096
 EMPTY_FRAME_SIZE = 8
 HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 
+#: What 4.x answers a header it does not take with (AMQP 1.0 with SASL: its native protocol).
+AMQP_SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+
+
+def refusal_header(header: bytes, *, sasl: bool) -> bytes:
+    """``rabbit_reader:refuse_connection``: the header offered to a client whose header is refused. Up to 3.13
+    always 0-9-1; from 4.0 the AMQP 1.0 SASL header unless the client sent ``AMQP 0 0 Minor _`` with
+    Minor >= 9. (An ``AMQP 3 1 0 0`` header starts an AMQP 1.0 session on 4.x: fakerabbit, which speaks only
+    0-9-1, answers with the header and closes.)"""
+    if not sasl or (header[:6] == b"AMQP\x00\x00" and header[6] >= 9):
+        return PROTOCOL_HEADER
+    return AMQP_SASL_HEADER
+
+
 _frame_head = struct.Struct(">BHI")
 _method_id = struct.Struct(">I")
 _content_head = struct.Struct(">HHQ")
@@ -95,6 +109,11 @@ class FrameReader:
             del buf[: self._pos]
             self._pos = 0
         return RawFrame(ftype, channel, payload)
+
+    def clear(self) -> None:
+        """Drop whatever is buffered (the connection is gone)."""
+        self._buf = bytearray()
+        self._pos = 0
 
     def pending(self) -> int:
         return len(self._buf) - self._pos

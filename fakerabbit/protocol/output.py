@@ -52,6 +52,8 @@ def send(self: AMQPConnection, channel: int, method: base.Frame) -> None:
 
 
 def flush(self: AMQPConnection) -> None:
+    if self._confirming:
+        self.flush_confirms()
     if self._late:
         self._out.extend(self._late)
         self._late.clear()

@@ -88,7 +88,10 @@ class Frame:
         elif ftype == 2:
             _class_id, _weight, f.body_size = struct.unpack_from(">HHQ", payload)
             f.properties = spec.BasicProperties()
-            f.properties.decode(payload[12:])
+            try:
+                f.properties.decode(payload[12:])
+            except RecursionError:  # pika's table decoder recurses: a deeply nested header is read raw
+                f.properties = None
         return f
 
     def __repr__(self) -> str:

@@ -1,7 +1,8 @@
 """Connection handshake on the wire: protocol header, start/start-ok, auth, tune/tune-ok, open, close, heartbeats.
 
 Raw-socket tests (tests/conformance/rawamqp.py) so that every byte and every close is visible; each runs against
-the fake and, with FAKERABBIT_REAL_URL, against RabbitMQ 3.10. Expectations were taken from the live broker.
+the fake and, with FAKERABBIT_REAL_URLS, against RabbitMQ 3.10.8, 4.0.5 and 4.3.6. Expectations were taken from
+the live brokers, per version where a release changed them.
 """
 
 from __future__ import annotations
@@ -43,22 +44,42 @@ def start_ok(
 # -- protocol header ----------------------------------------------------------------------------------------------
 
 
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+
+
 @pytest.mark.parametrize(
-    "header",
+    ("header", "offered_from_4_0"),
     [
-        b"AMQP\x00\x00\x09\x00",
-        b"AMQP\x00\x01\x00\x00",  # AMQP 1.0
-        b"AMQP\x03\x01\x00\x00",  # AMQP 1.0 SASL
-        b"HTTP/1.1",
-        b"amqp\x00\x00\x09\x01",
-        b"GET / HTTP/1.1\r\n\r\n",
+        (b"AMQP\x00\x00\x09\x00", HEADER),  # rabbit_reader: {0, 0, Minor, _} with Minor >= 9 gets 0-9-1
+        (b"AMQP\x00\x00\x0a\x00", HEADER),
+        (b"AMQP\x00\x00\x08\x00", SASL_HEADER),
+        (b"AMQP\x00\x01\x00\x00", SASL_HEADER),  # AMQP 1.0 without SASL: sasl_required
+        (b"HTTP/1.1", SASL_HEADER),
+        (b"amqp\x00\x00\x09\x01", SASL_HEADER),
+        (b"GET / HTTP/1.1\r\n\r\n", SASL_HEADER),
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01", SASL_HEADER),  # a TLS client hello
     ],
 )
-def test_wrong_protocol_header_gets_0_9_1_header_and_close(broker: Target, header: bytes) -> None:
+def test_wrong_protocol_header_gets_a_header_and_close(broker: Target, header: bytes, offered_from_4_0: bytes) -> None:
+    """Up to 3.13 every refused header is answered with 0-9-1's; from 4.0 (native AMQP 1.0) with AMQP 1.0 SASL's
+    unless the client asked for 0-9 or later."""
     c = RawAMQP.socket_to(broker.url)
     c.send(header)
-    assert c.read_raw(timeout=3) == b"AMQP\x00\x00\x09\x01"
+    assert c.read_raw(timeout=3) == (offered_from_4_0 if broker.at_least("4.0") else HEADER)
     assert c.eof
+    c.sock.close()
+
+
+def test_amqp_1_0_sasl_header(broker: Target) -> None:
+    """4.x speaks AMQP 1.0 after this header (its sasl-mechanisms frame follows); fakerabbit speaks only 0-9-1:
+    it answers with the same header and closes (docs/compatibility.md). Up to 3.13: the 0-9-1 header."""
+    c = RawAMQP.socket_to(broker.url)
+    c.send(SASL_HEADER)
+    if not broker.at_least("4.0"):
+        assert c.read_raw(timeout=3) == HEADER
+        assert c.eof
+    else:
+        assert c.read_raw(timeout=1).startswith(SASL_HEADER)
     c.sock.close()
 
 
@@ -161,6 +182,98 @@ def test_bad_password_with_authentication_failure_close(broker: Target, quick_si
         c.sock.close()
 
 
+def _amqplain_table(*fields: tuple[bytes, bytes, bytes]) -> bytes:
+    """An AMQPLAIN response: a table without its length prefix, fields in the order given."""
+    return b"".join(bytes([len(key)]) + key + tag + value for key, tag, value in fields)
+
+
+def _longstr(value: bytes) -> bytes:
+    return struct.pack(">I", len(value)) + value
+
+
+@pytest.mark.parametrize(
+    ("fields", "accepted"),
+    [
+        (
+            (
+                (b"LOGIN", b"S", _longstr(b"guest")),
+                (b"LOGIN", b"S", _longstr(b"nobody")),
+                (b"PASSWORD", b"S", _longstr(b"guest")),
+            ),
+            True,
+        ),
+        (
+            (
+                (b"LOGIN", b"S", _longstr(b"nobody")),
+                (b"LOGIN", b"S", _longstr(b"guest")),
+                (b"PASSWORD", b"S", _longstr(b"guest")),
+            ),
+            False,
+        ),
+        (
+            (
+                (b"LOGIN", b"S", _longstr(b"guest")),
+                (b"PASSWORD", b"S", _longstr(b"guest")),
+                (b"PASSWORD", b"S", _longstr(b"x")),
+            ),
+            True,
+        ),
+        (((b"LOGIN", b"S", _longstr(b"guest")), (b"PASSWORD", b"x", _longstr(b"guest"))), True),
+        (((b"LOGIN", b"x", _longstr(b"guest")), (b"PASSWORD", b"S", _longstr(b"guest"))), True),
+        (((b"LOGIN", b"S", _longstr(b"guest")), (b"PASSWORD", b"I", struct.pack(">i", 5))), False),
+        (((b"LOGIN", b"I", struct.pack(">i", 5)), (b"PASSWORD", b"S", _longstr(b"guest"))), None),
+    ],
+    ids=[
+        "duplicate LOGIN, first counts",
+        "duplicate LOGIN, first refused",
+        "duplicate PASSWORD, first counts",
+        "binary PASSWORD",
+        "binary LOGIN",
+        "integer PASSWORD",
+        "integer LOGIN",
+    ],
+)
+def test_amqplain_fields(
+    broker: Target, quick_silent_close: float, fields: tuple[tuple[bytes, bytes, bytes], ...], accepted: bool | None
+) -> None:
+    """rabbit_auth_mechanism_amqplain finds the first LOGIN and PASSWORD; a string or a binary is a string,
+    another PASSWORD is refused like a bad password (403 to a client with authentication_failure_close), another
+    LOGIN ends the handshake silently (``accepted`` None). After a refused login the socket closes after the
+    silent-close delay (3 s), not at once."""
+    c = RawAMQP.socket_to(broker.url)
+    start_ok(c, mechanism="AMQPLAIN", response=_amqplain_table(*fields))
+    f = c.read_frame(timeout=quick_silent_close)
+    if accepted is None:
+        assert f is None and c.eof
+        c.sock.close()
+        return
+    assert f is not None
+    if accepted:
+        assert f.name == "Connection.Tune"
+        c.sock.close()
+        return
+    assert f.name == "Connection.Close"
+    assert (f.method.reply_code, f.method.reply_text) == (
+        403,
+        "ACCESS_REFUSED - Login was refused using authentication mechanism AMQPLAIN. "
+        "For details see the broker logfile.",
+    )
+    t0 = time.monotonic()
+    assert c.wait_eof(quick_silent_close)
+    if not broker.is_fake:  # (the fake's delay is shortened here; test_silent_close_takes_three_seconds times it)
+        assert time.monotonic() - t0 > 2.0
+    c.sock.close()
+
+
+def test_refused_login_closes_three_seconds_later(broker: Target) -> None:
+    c = RawAMQP.connect(broker.url, password="wrong")
+    assert c.last_close() is not None
+    t0 = time.monotonic()
+    assert c.wait_eof(6)
+    assert 2.5 <= time.monotonic() - t0 <= 4.5
+    c.sock.close()
+
+
 def test_unknown_user_is_refused_like_a_bad_password(broker: Target) -> None:
     c = RawAMQP.connect(broker.url, user="no-such-user-x", password="x")
     close = c.last_close()
@@ -223,7 +336,7 @@ def test_tune_ok_out_of_range_closes_silently(
     c.sock.close()
 
 
-@pytest.mark.parametrize(("channel_max", "frame_max", "heartbeat"), [(1, 4096, 0), (2047, 131072, 65535), (7, 8192, 5)])
+@pytest.mark.parametrize(("channel_max", "frame_max", "heartbeat"), [(1, 8192, 0), (2047, 131072, 65535), (7, 8192, 5)])
 def test_tune_ok_within_range_opens(broker: Target, channel_max: int, frame_max: int, heartbeat: int) -> None:
     c = RawAMQP.connect(broker.url, channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat)
     assert c.last_close() is None
@@ -231,14 +344,42 @@ def test_tune_ok_within_range_opens(broker: Target, channel_max: int, frame_max:
     c.close()
 
 
-def test_start_ok_larger_than_4096_before_tune(broker: Target, quick_silent_close: float) -> None:
-    """Until tune-ok the frame_max is 4096: a bigger start-ok is a fatal frame error, silent in the handshake."""
+def frame_min(broker: Target) -> int:
+    """``?FRAME_MIN_SIZE``: 4096, 8192 from 4.1."""
+    return 8192 if broker.at_least("4.1") else 4096
+
+
+@pytest.mark.parametrize("frame_max", [4096, 8191])
+def test_tune_ok_frame_max_below_the_minimum(broker: Target, quick_silent_close: float, frame_max: int) -> None:
+    c = RawAMQP.connect(broker.url, frame_max=frame_max, open=False)
+    c.send_method(0, spec.Connection.Open("/"))
+    if frame_max >= frame_min(broker):
+        assert c.wait("Connection.OpenOk").name == "Connection.OpenOk"
+        c.close()
+        return
+    assert c.read_frame(timeout=quick_silent_close) is None  # refused in the handshake: silently
+    assert c.eof
+    c.sock.close()
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_start_ok_larger_than_frame_min_before_tune(broker: Target, quick_silent_close: float, extra: int) -> None:
+    """Until tune-ok the frame_max is ?FRAME_MIN_SIZE: a bigger start-ok is a fatal frame error, silent in the
+    handshake."""
     c = RawAMQP.socket_to(broker.url)
     c.send(HEADER)
     c.read_frame()
-    c.send_method(0, spec.Connection.StartOk({"product": "x" * 5000}, "PLAIN", b"\x00guest\x00guest", "en_US"))
-    assert c.read_frame(timeout=quick_silent_close) is None
-    assert c.eof
+    start_ok = spec.Connection.StartOk({"product": "x"}, "PLAIN", b"\x00guest\x00guest", "en_US")
+    base = len(b"".join(start_ok.encode())) + 4  # the payload with product "x"
+    pad = frame_min(broker) - base + 1 + extra  # payload frame_min + extra: one more is too large
+    start_ok.client_properties = {"product": "x" * pad}
+    c.send_method(0, start_ok)
+    if extra == 0:
+        f = c.read_frame(timeout=quick_silent_close)
+        assert f is not None and f.name == "Connection.Tune"
+    else:
+        assert c.read_frame(timeout=quick_silent_close) is None
+        assert c.eof
     c.sock.close()
 
 
@@ -434,10 +575,10 @@ def test_pika_negotiates_heartbeat_and_frame_max(broker: Target) -> None:
 
 def test_body_frames_respect_the_client_frame_max(broker: Target) -> None:
     q = broker.name()
-    c = RawAMQP.connect(broker.url, frame_max=4096)
+    c = RawAMQP.connect(broker.url, frame_max=frame_min(broker))
     c.open_channel(1)
     c.rpc(1, spec.Queue.Declare(queue=q, auto_delete=False), "Queue.DeclareOk")
-    c.publish(1, "", q, b"z" * 10000, frame_max=4096)
+    c.publish(1, "", q, b"z" * 10000, frame_max=frame_min(broker))
     f = c.rpc(1, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk", "Basic.GetEmpty")
     assert f.name == "Basic.GetOk"
     sizes = []
@@ -447,7 +588,7 @@ def test_body_frames_respect_the_client_frame_max(broker: Target) -> None:
         body = c.read_frame()
         assert body is not None and body.type == 3
         sizes.append(len(body.payload))
-    assert sizes == [4088, 4088, 1824]
+    assert sizes == ([8184, 1816] if frame_min(broker) == 8192 else [4088, 4088, 1824])
     c.send_method(1, spec.Queue.Delete(queue=q))
     c.close()
 

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from fakerabbit.broker.fields import (
     INTEGER_TAGS,
-    MAX_DEPTH,
     TYPE_NAMES,
     Field,
     FieldError,
@@ -24,6 +23,7 @@ from fakerabbit.broker.fields import (
     decode_array,
     decode_field,
     decode_table,
+    decode_table_pairs,
     encode_field,
     encode_table,
     from_python,
@@ -417,14 +417,13 @@ def test_encode_accepts_extras() -> None:
     assert encode_table({"k" * 255: ("V", None)}) == wrap(entry(b"k" * 255, b"V"))
 
 
-def test_encode_depth_limit() -> None:
+def test_encode_has_no_depth_limit_but_refuses_self_reference() -> None:
     table: Table = {}
-    for _ in range(MAX_DEPTH - 1):
+    for _ in range(5000):
         table = {"t": ("F", table)}
     data = encode_table(table)
-    assert decode_table(data)[0] == table
-    with pytest.raises(FieldError, match="nested"):
-        encode_table({"t": ("F", table)})
+    assert data == nested_tables(5001)
+    assert encode_table(decode_table(data)[0]) == data
     loop: list[Field] = []
     loop.append(("A", loop))
     with pytest.raises(FieldError, match="nested"):
@@ -449,15 +448,23 @@ def nested_arrays(depth: int) -> bytes:
     return wrap(entry(b"k", b"A" + data))
 
 
-def test_depth_limit() -> None:
-    decode_table(nested_tables(MAX_DEPTH))
-    with pytest.raises(FieldError, match="nested"):
-        decode_table(nested_tables(MAX_DEPTH + 1))
-    with pytest.raises(FieldError, match="nested"):
-        decode_table(nested_tables(5000))
-    decode_table(nested_arrays(MAX_DEPTH - 1))
-    with pytest.raises(FieldError, match="nested"):
-        decode_table(nested_arrays(MAX_DEPTH))
+@pytest.mark.parametrize("depth", [100, 101, 1000, 5000, 20000])
+def test_any_depth_decodes_and_round_trips(depth: int) -> None:
+    """RabbitMQ accepted 5,000 levels (issue 11); nothing here recurses on the Python stack."""
+    for data in (nested_tables(depth), nested_arrays(depth)):
+        table, end = decode_table(data)
+        assert end == len(data)
+        assert encode_table(table) == data
+        plain = table_to_python(table)
+        assert encode_table(table_from_python(plain)) == data
+    pairs, _ = decode_table_pairs(nested_tables(depth))
+    assert [key for key, _ in pairs] == ["t"]
+
+
+def test_decode_table_pairs_keeps_repeated_keys() -> None:
+    data = wrap(entry(b"a", b"I" + struct.pack(">i", 1)) + entry(b"a", b"I" + struct.pack(">i", 2)))
+    assert decode_table_pairs(data)[0] == [("a", ("I", 1)), ("a", ("I", 2))]
+    assert decode_table(data)[0] == {"a": ("I", 2)}
 
 
 MALFORMED = {

@@ -1,6 +1,7 @@
 """basic.*: qos, consume, cancel, get, ack, nack, reject, recover (publish is assembled by the channel).
 
-A client's ``basic.cancel-ok`` (RabbitMQ sends its own ``basic.cancel`` with nowait) has no handler: 503.
+A client's ``basic.cancel-ok`` (RabbitMQ sends its own ``basic.cancel`` with nowait) is 503 up to 4.2; 4.3
+takes it as a quiet cancel (see :func:`basic_cancel_ok`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ def basic_cancel(ch: ChannelHandler, m: commands.Basic.Cancel, payload: bytes) -
     ch.session.cancel(m.consumer_tag or "")
     if not m.nowait:
         ch.send(CancelOk(m.consumer_tag or ""))
+
+
+def basic_cancel_ok(ch: ChannelHandler, m: commands.Basic.CancelOk, payload: bytes) -> None:
+    """4.3's rabbit_channel takes a client's cancel-ok as a cancel without a reply: the consumer goes quietly,
+    and an unknown tag makes the channel send ``undefined`` (it crashes: 541). Before, 503."""
+    if not ch.conn.broker.profile.amqp.client_cancel_ok:
+        raise errors.CommandInvalid("unimplemented method")
+    if not ch.session.cancel(m.consumer_tag or ""):
+        raise errors.InternalError("")
 
 
 def basic_get(ch: ChannelHandler, m: commands.Basic.Get, payload: bytes) -> None:
@@ -72,6 +82,7 @@ HANDLERS: dict[type, Any] = {
     commands.Basic.Qos: basic_qos,
     commands.Basic.Consume: basic_consume,
     commands.Basic.Cancel: basic_cancel,
+    commands.Basic.CancelOk: basic_cancel_ok,
     commands.Basic.Get: basic_get,
     commands.Basic.Ack: basic_ack,
     commands.Basic.Nack: basic_nack,

@@ -23,6 +23,7 @@ def channel_flow(ch: ChannelHandler, m: commands.Channel.Flow, payload: bytes) -
 
 
 def channel_close(ch: ChannelHandler, m: commands.Channel.Close, payload: bytes) -> None:
+    ch.flush_confirms()  # the confirms of publishes before the close still go out
     ch.release()
     ch.state = "closing"  # anything more on it is ignored until the close-ok is out
     ch.conn.channel_closing(ch)

@@ -19,6 +19,8 @@ def access_request(ch: ChannelHandler, m: framing.AccessRequest, payload: bytes)
 
 
 def basic_credit(ch: ChannelHandler, m: framing.BasicCredit, payload: bytes) -> None:
+    if not ch.conn.broker.profile.amqp.basic_credit:  # gone from rabbit_channel in 4.0 (native AMQP 1.0)
+        raise errors.CommandInvalid("unimplemented method")
     tag = str(getattr(m, "consumer_tag", ""))
     if tag not in ch.session.consumers:
         raise errors.PreconditionFailed(f"unknown consumer tag '{tag}'")
