@@ -315,6 +315,8 @@ class ChannelHandler:
         props: bytes,
         body: bytes,
     ) -> None:
+        if self._confirmed or self._rejected:
+            self.flush_confirms()  # a delivery never overtakes the confirms of publishes handled before it
         if self._sort_headers:
             props = sort_headers(props)
         method = framing.encode_method(
