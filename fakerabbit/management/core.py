@@ -78,8 +78,45 @@ def amqp_error(exc: errors.AMQPError) -> APIError:
 
 def json_response(status: int, obj: Any, headers: dict[str, str] | None = None) -> Response:
     """``obj`` as compact JSON."""
-    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    return Response(status, body, {**JSON_HEADERS, **(headers or {})})
+    try:
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    except RecursionError:  # a client's table nested deeper than json's C encoder goes
+        text = deep_dumps(obj)
+    return Response(status, text.encode("utf-8"), {**JSON_HEADERS, **(headers or {})})
+
+
+class _Raw(str):
+    """JSON text already encoded (a bracket, a comma, a key)."""
+
+
+def deep_dumps(obj: Any) -> str:
+    """Compact JSON of dicts, lists and scalars nested to any depth, without recursion."""
+    out: list[str] = []
+    stack: list[Any] = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Raw):
+            out.append(item)
+        elif isinstance(item, dict):
+            out.append("{")
+            stack.append(_Raw("}"))
+            entries = list(item.items())
+            for i in range(len(entries) - 1, -1, -1):
+                k, v = entries[i]
+                stack.append(v)
+                stack.append(_Raw(json.dumps(str(k), ensure_ascii=False) + ":"))
+                if i:
+                    stack.append(_Raw(","))
+        elif isinstance(item, list | tuple):
+            out.append("[")
+            stack.append(_Raw("]"))
+            for i in range(len(item) - 1, -1, -1):
+                stack.append(item[i])
+                if i:
+                    stack.append(_Raw(","))
+        else:
+            out.append(json.dumps(item, ensure_ascii=False))
+    return "".join(out)
 
 
 def no_content() -> Response:

@@ -31,28 +31,37 @@ _RATE = {"rate": 0.0}
 
 # -- values -----------------------------------------------------------------------------------------------------
 def field_json(f: Field) -> Any:
-    """A typed AMQP field as JSON: timestamps as epoch seconds, binaries as text, decimals as numbers."""
-    tag, value = f
-    if tag == "F":
-        return table_json(value)
-    if tag == "A":
-        return [field_json(v) for v in value]
-    return jsonable(value)
+    """A typed AMQP field as JSON: timestamps as epoch seconds, binaries as text, decimals as numbers.
+
+    Iterative, like every converter here: RabbitMQ accepts tables nested thousands deep, and so must the API."""
+    holder: list[Any] = [None]
+    stack: list[tuple[Field, Any, Any]] = [(f, holder, 0)]
+    while stack:
+        (tag, value), parent, key = stack.pop()
+        if tag == "F":
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                out[k] = None
+                stack.append((v, out, k))
+            parent[key] = out
+        elif tag == "A":
+            items: list[Any] = [None] * len(value)
+            stack.extend((v, items, i) for i, v in enumerate(value))
+            parent[key] = items
+        else:
+            parent[key] = jsonable(value)
+    return holder[0]
 
 
 def table_json(table: Mapping[str, Field]) -> dict[str, Any]:
     """A typed AMQP table as a JSON object."""
-    return {k: field_json(v) for k, v in table.items()}
+    result: dict[str, Any] = field_json(("F", dict(table)))
+    return result
 
 
-def jsonable(value: Any) -> Any:
-    """Any plain value (client properties, event details) made JSON-serialisable."""
+def _leaf(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).decode("utf-8", "replace")
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [jsonable(v) for v in value]
     if isinstance(value, decimal.Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, _dt.datetime):
@@ -60,6 +69,27 @@ def jsonable(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
+
+
+def jsonable(value: Any) -> Any:
+    """Any plain value (client properties, event details) made JSON-serialisable, at any depth."""
+    holder: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, holder, 0)]
+    while stack:
+        v, parent, key = stack.pop()
+        if isinstance(v, dict):
+            out: dict[str, Any] = {}
+            for k, x in v.items():
+                out[str(k)] = None
+                stack.append((x, out, str(k)))
+            parent[key] = out
+        elif isinstance(v, list | tuple | set | frozenset):
+            items: list[Any] = [None] * len(v)
+            stack.extend((x, items, i) for i, x in enumerate(v))
+            parent[key] = items
+        else:
+            parent[key] = _leaf(v)
+    return holder[0]
 
 
 def json_to_field(value: Any) -> Field:
