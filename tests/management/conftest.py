@@ -78,7 +78,7 @@ def http(
     text = raw_body.decode("utf-8", "replace")
     try:
         parsed = json.loads(text) if text.strip() else None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the stdlib parser goes
         parsed = None
     return Answer(status, parsed, {k.lower(): v for k, v in hdrs.items()}, text)
 
