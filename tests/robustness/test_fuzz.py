@@ -29,8 +29,12 @@ from pika import spec
 from fakerabbit import FakeRabbit
 from fakerabbit.protocol import connection as fake_connection
 from tests.conformance.rawamqp import Frame, RawAMQP, body_frame, frame, header_frame, method_frame
+from tests.realbrokers import newest
 
-REAL_URL = os.environ.get("FAKERABBIT_REAL_URL")
+_REAL = newest()
+REAL_URL = _REAL.url if _REAL is not None else None
+#: The fake copies the real broker it is compared with (the newest configured; the default profile without one).
+PROFILE = _REAL.profile if _REAL is not None else "4.3"
 RABBITMQ_CODES = {200, 320, 403, 404, 405, 406, 501, 502, 503, 504, 505, 530, 540, 541}
 PREFIX = f"fz{uuid.uuid4().hex[:6]}"
 EXAMPLES = int(os.environ.get("FAKERABBIT_FUZZ_EXAMPLES", "150"))
@@ -45,7 +49,7 @@ DERANDOMIZE = not os.environ.get("FAKERABBIT_FUZZ_RANDOM")
 @pytest.fixture(scope="module")
 def rabbit() -> Iterator[FakeRabbit]:
     # RabbitMQ's 3 s silent-close delay would only make each example wait; the fake's is shortened here.
-    with pytest.MonkeyPatch.context() as mp, FakeRabbit(rabbitmq_version="3.10") as r:
+    with pytest.MonkeyPatch.context() as mp, FakeRabbit(rabbitmq_version=PROFILE) as r:
         mp.setattr(fake_connection, "SILENT_CLOSE_DELAY", 0.01)
         yield r
 
