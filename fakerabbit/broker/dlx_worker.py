@@ -82,7 +82,7 @@ class DeadLetterWorker:
         for i, m in enumerate(msgs):
             self.discards.append((reason, m, 0 if counts is None else counts[i]))
             self.count += 1
-            self.bytes += len(m.body)
+            self.bytes += self.queue.msg_bytes(m)
             emit("dead-letter-buffered", m, queue=self.queue.name, reason=reason)
         self._checkout()
 
@@ -156,7 +156,7 @@ class DeadLetterWorker:
     def _settle(self, key: int) -> None:
         p = self.pending.pop(key)
         self.count -= 1
-        self.bytes -= len(p.msg.body)
+        self.bytes -= self.queue.msg_bytes(p.msg)
 
     def redeliver(self) -> None:
         """``redeliver_and_ack``: retry what is due (the timer fired, or the queue's policy changed)."""

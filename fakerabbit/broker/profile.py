@@ -193,6 +193,10 @@ class Profile:
     # -- AMQP 0-9-1 wire rules --------------------------------------------------------------------------
     #: What the reader, the content assembler and the channel accept on the wire.
     amqp: AMQPRules = AMQPRules()
+    #: 4.3: a quorum queue counts a message's property block with its body in ``message_bytes`` and the
+    #: ``x-max-length-bytes`` limit (live 4.3.6: a 2-byte body with ``content_type: text/plain`` counts 15);
+    #: 4.0.5 and 3.10.8 count the body only.
+    quorum_bytes_include_properties: bool = False
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -367,6 +371,7 @@ _P43: Final = replace(
     name="4.3",
     server_version="4.3.0",
     delivery_limit_counter="failed",
+    quorum_bytes_include_properties=True,
     acquired_count_header=True,
     global_qos=False,
     reply_to_volatile_queue=True,

@@ -69,7 +69,7 @@ def _keep_persistent(q: Queue) -> None:
             if _survives(q, e):
                 kept.append(e)
                 count += 1
-                size += e.msg.size
+                size += q.msg_bytes(e.msg)
             else:
                 events.emit("dropped", e.msg, queue=q.name, reason="restart", why=_WHY)
         level.clear()

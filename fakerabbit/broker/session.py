@@ -337,7 +337,7 @@ class Session:
             self.unacked[tag] = Unacked(tag, q, e, c)
             c.unacked += 1
             self.global_unacked += 1
-            self.unacked_bytes += e.msg.size
+            self.unacked_bytes += q.msg_bytes(e.msg)
         props = self._delivery_props(q, e)
         msg = e.msg
         self.broker.events.record(DELIVERED, msg.id, q.name, c.tag, tag)
@@ -361,7 +361,7 @@ class Session:
         if not no_ack:
             self.unacked[tag] = Unacked(tag, q, e, None)
             self.global_unacked += 1
-            self.unacked_bytes += e.msg.size
+            self.unacked_bytes += q.msg_bytes(e.msg)
         msg = e.msg
         self.broker.events.record(DELIVERED_GET, msg.id, q.name, tag)
         return GetResult(
@@ -389,7 +389,7 @@ class Session:
         for u in taken:
             del self.unacked[u.tag]
             self.global_unacked -= 1
-            self.unacked_bytes -= u.entry.msg.size
+            self.unacked_bytes -= u.queue.msg_bytes(u.entry.msg)
             if u.consumer is not None:
                 u.consumer.unacked -= 1
         return taken
@@ -464,7 +464,7 @@ class Session:
             for u in taken:
                 self.unacked[u.tag] = u
                 self.global_unacked += 1
-                self.unacked_bytes += u.entry.msg.size
+                self.unacked_bytes += u.queue.msg_bytes(u.entry.msg)
                 if u.consumer is not None:
                     u.consumer.unacked += 1
         self.unacked = dict(sorted(self.unacked.items()))

@@ -270,7 +270,7 @@ def unacked_bytes(broker: Broker) -> dict[int, int]:
     for info in broker.connections.values():
         for s in info.sessions.values():
             for u in s.unacked.values():
-                out[id(u.queue)] = out.get(id(u.queue), 0) + u.entry.msg.size
+                out[id(u.queue)] = out.get(id(u.queue), 0) + u.queue.msg_bytes(u.entry.msg)
     return out
 
 

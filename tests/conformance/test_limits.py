@@ -22,6 +22,7 @@ from tests.conformance.ttlhelpers import (
     ready,
     with_dlq,
 )
+from tests.conformance.versions import for_versions
 
 P = pika.BasicProperties
 
@@ -62,6 +63,26 @@ def test_ml1_bytes_limit_counts_bodies_only(broker: Target, ch: BlockingChannel)
     assert ready(ch, q) == 2  # 10 body bytes: exactly at the limit
     ch.basic_publish("", q, b"c")
     assert bodies(ch, q) == [b"bbbbb", b"c"]
+
+
+@for_versions("3.10", "4.0", "4.3")
+def test_ml1_quorum_bytes_limit_counts_the_property_block_from_43(broker: Target, ch: BlockingChannel) -> None:
+    """A quorum queue of 4.3 counts the property block with the body (``mc:size/1``): a 2-byte body with
+    ``content_type: text/plain`` counts 15 (2 flag octets + 1 + 10 + the body); 4.0.5 and 3.10.8 count bodies only.
+    Also what the management API shows as ``message_bytes`` (tests/management)."""
+    q = broker.name()
+    confirmed(ch)
+    ch.queue_declare(
+        q, durable=True, arguments={"x-queue-type": "quorum", "x-max-length-bytes": 10, "x-overflow": "reject-publish"}
+    )
+    outcomes = [acked(ch, "", q, b"ab"), acked(ch, "", q, b"ab", P(content_type="text/plain"))]
+    outcomes += [acked(ch, "", q, b"ab"), acked(ch, "", q, b"ab")]
+    if broker.at_least("4.3"):
+        assert outcomes == [True, True, False, False]  # 4 + 15 bytes: over 10 after the second
+        assert ready(ch, q) == 2
+    else:
+        assert outcomes == [True, True, True, True]  # 8 body bytes
+        assert ready(ch, q) == 4
 
 
 def test_ml1_empty_bodies_never_exceed_a_bytes_limit(broker: Target, ch: BlockingChannel) -> None:
