@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import pprint
 import uuid
 from dataclasses import dataclass
@@ -155,4 +156,36 @@ def shrink(
                     changed = True
                 i -= size
             size //= 2
+    # then simplify the operations' parameters: drop dict keys and list items, unset flags, channel 1
+    i = 0
+    while i < len(best.ops) and tries < budget:
+        for cand_op in simpler(best.ops[i]):
+            if tries >= budget:
+                break
+            d = still([*best.ops[:i], cand_op, *best.ops[i + 1 :]])
+            if d is not None and len(d.ops) == len(best.ops):
+                best = d
+                break  # simplify this operation further
+        else:
+            i += 1
     return best
+
+
+def simpler(op: O.Op) -> list[O.Op]:
+    """Variants of ``op`` with one parameter simplified (tried in order by :func:`shrink`)."""
+    out: list[O.Op] = []
+    for f in dataclasses.fields(op):
+        value = getattr(op, f.name)
+        if isinstance(value, dict):
+            for key in value:
+                out.append(dataclasses.replace(op, **{f.name: {k: v for k, v in value.items() if k != key}}))
+            for key, v in value.items():
+                if isinstance(v, list) and len(v) > 1:
+                    out.append(dataclasses.replace(op, **{f.name: {**value, key: v[:1]}}))
+        elif value is True:
+            out.append(dataclasses.replace(op, **{f.name: False}))
+        elif f.name == "ch" and value != 1:
+            out.append(dataclasses.replace(op, ch=1))
+        elif f.default is None and value is not None:
+            out.append(dataclasses.replace(op, **{f.name: None}))
+    return out
