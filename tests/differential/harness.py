@@ -413,7 +413,26 @@ class Side:
             st.consumer = None
             st.unacked.clear()
             return reply
+        if isinstance(op, O.CloseConnection):
+            assert self.conn is not None
+            self.conn.send_method(0, spec.Connection.Close(200, "bye", 0, 0))
+            self._pump(lambda: False, timeout=0.0)
+            reply = self._await_close_ok()
+            self._dead()
+            return reply
         raise TypeError(op)
+
+    def _await_close_ok(self) -> Any:
+        """Read until ``connection.close-ok`` (dispatching anything before it)."""
+        deadline = time.monotonic() + RPC_TIMEOUT
+        while self.conn is not None and not self.conn.eof and time.monotonic() < deadline:
+            f = self.conn.read_frame(max(deadline - time.monotonic(), 0.0005))
+            if f is None:
+                break
+            if f.name == "Connection.CloseOk":
+                return {"method": "Connection.CloseOk"}
+            self._dispatch(f)
+        return ("no-close-ok",)
 
     def _publish(self, op: O.Publish) -> Any:
         st = self.channels[op.ch]

@@ -43,6 +43,7 @@ classic_args = st.builds(
             **_dlx,
             "x-overflow": st.sampled_from(("drop-head", "reject-publish", "reject-publish-dlx")),
             "x-max-priority": st.integers(1, 3),
+            "x-single-active-consumer": st.just(True),
         },
     ),
     _dl_keys,
@@ -53,8 +54,10 @@ quorum_args = st.builds(
         {},
         optional={
             **_dlx,
-            "x-overflow": st.sampled_from(("drop-head", "reject-publish")),
+            "x-overflow": st.sampled_from(("drop-head", "reject-publish", "reject-publish")),
             "x-delivery-limit": st.integers(0, 2),
+            "x-dead-letter-strategy": st.sampled_from(("at-least-once", "at-most-once")),
+            "x-single-active-consumer": st.just(True),
         },
     ),
     _dl_keys,
@@ -167,6 +170,7 @@ message_ops = st.one_of(
     st.builds(O.AckUnknown, ch=channels),
     st.builds(O.Recover, ch=channels),
     st.builds(O.CloseChannel, ch=channels),
+    st.builds(O.CloseConnection),
 )
 
 
@@ -216,7 +220,8 @@ class DifferentialMachine(RuleBasedStateMachine):
         ),
         types=st.tuples(*(st.sampled_from(("direct", "fanout", "topic", "headers")) for _ in O.EXCHANGES)),
         alternates=st.tuples(*(st.one_of(st.none(), exchanges) for _ in O.EXCHANGES)),
-        bindings=st.lists(st.tuples(queues, exchanges, binding_keys, header_bindings), max_size=4),
+        bindings=st.lists(st.tuples(queues, exchanges, routing_keys, header_bindings), min_size=1, max_size=5),
+        e2e=st.lists(st.tuples(exchanges, exchanges, routing_keys), max_size=2),
     )
     def setup(
         self,
@@ -224,6 +229,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         types: tuple[str, ...],
         alternates: tuple[str | None, ...],
         bindings: list[tuple[str, str, str, dict[str, Any]]],
+        e2e: list[tuple[str, str, str]],
     ) -> None:
         for x, type_, alternate in zip(O.EXCHANGES, types, alternates, strict=True):
             self.declared[x] = O.DeclareExchange(x, type_, alternate=alternate)
@@ -233,6 +239,8 @@ class DifferentialMachine(RuleBasedStateMachine):
             self.run(op)
         for q, x, key, args in bindings:
             self.run(O.Bind(q, x, key, args=args))
+        for d, src, key in e2e:
+            self.run(O.BindExchange(d, src, key))
 
     @rule(op=st.one_of(classic_declares, classic_declares, quorum_declares, passive_declares))
     def declare_queue(self, op: O.DeclareQueue) -> None:

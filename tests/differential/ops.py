@@ -159,6 +159,11 @@ class CloseChannel:
     ch: int = 1
 
 
+@dataclass(frozen=True)
+class CloseConnection:
+    """Close the whole connection politely (its unacknowledged messages go back); the next step reconnects."""
+
+
 Op = (
     DeclareQueue
     | DeleteQueue
@@ -178,6 +183,7 @@ Op = (
     | AckUnknown
     | Recover
     | CloseChannel
+    | CloseConnection
 )
 
 OP_TYPES = {
@@ -201,6 +207,7 @@ OP_TYPES = {
         AckUnknown,
         Recover,
         CloseChannel,
+        CloseConnection,
     )
 }
 
