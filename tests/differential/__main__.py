@@ -80,16 +80,12 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         by_kind: dict[str, Difference] = {}
-        for d in found:
-            if args.no_shrink:
-                by_kind.setdefault(d.signature() + str(len(by_kind)), d)
-                continue
-            key = d.signature()
-            if key in by_kind and len(by_kind[key].ops) <= 3:
-                continue
-            small = shrink(b.label, fake_url(b.profile), b.url, d, settle=args.settle)
-            if key not in by_kind or len(small.ops) < len(by_kind[key].ops):
-                by_kind[key] = small
+        for d in sorted(found, key=lambda d: len(d.ops)):  # the shortest example of each kind
+            by_kind.setdefault(d.signature() + (str(len(by_kind)) if args.no_shrink else ""), d)
+        if not args.no_shrink:
+            by_kind = {
+                k: shrink(b.label, fake_url(b.profile), b.url, d, settle=args.settle) for k, d in by_kind.items()
+            }
         for d in by_kind.values():
             total_diffs += 1
             stable = replay_real_twice(b.url, d.ops, settle=args.settle)
