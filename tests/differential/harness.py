@@ -416,7 +416,6 @@ class Side:
         if isinstance(op, O.CloseConnection):
             assert self.conn is not None
             self.conn.send_method(0, spec.Connection.Close(200, "bye", 0, 0))
-            self._pump(lambda: False, timeout=0.0)
             reply = self._await_close_ok()
             self._dead()
             return reply
