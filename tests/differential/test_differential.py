@@ -2,7 +2,7 @@
 
 Each configured live RabbitMQ (``FAKERABBIT_REAL_URLS``, see ``tests/realbrokers.py``) is compared with fakerabbit
 running that broker's profile. Without a live broker the test skips. ``FAKERABBIT_DIFF_EXAMPLES`` sets the number
-of examples per version (default 12) and ``FAKERABBIT_DIFF_STEPS`` the operations per example (default 25); the
+of examples per version (default 20) and ``FAKERABBIT_DIFF_STEPS`` the operations per example (default 25); the
 run is derandomized, so CI sees the same scenarios every time. Every example runs to the end; the test then fails
 listing each kind of difference once, shrunk to a short replayable scenario (``python -m tests.differential``
 runs longer, random campaigns).
@@ -19,7 +19,7 @@ from tests.differential.engine import Difference, fake_url, shrink
 from tests.differential.machine import machine_for, machine_settings
 from tests.realbrokers import real_brokers
 
-EXAMPLES = int(os.environ.get("FAKERABBIT_DIFF_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("FAKERABBIT_DIFF_EXAMPLES", "20"))
 STEPS = int(os.environ.get("FAKERABBIT_DIFF_STEPS", "25"))
 SHRINK_BUDGET = int(os.environ.get("FAKERABBIT_DIFF_SHRINK_BUDGET", "20"))
 
