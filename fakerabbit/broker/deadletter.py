@@ -224,7 +224,8 @@ class DeadLetters:
             return props.raw
         headers = dict(props.headers or {})
         headers.update(additions)
-        return props.replace(headers=headers).raw
+        # Sorted on every version: rabbit_basic:add_header (3.x) sorts the table, mc_amqpl:protocol_state/2 (3.13+) too.
+        return props.replace(headers=_sorted(headers)).raw
 
 
 def _mc_death_table(d: Death) -> Table:

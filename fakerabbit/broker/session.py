@@ -156,7 +156,15 @@ class Session:
             if self.reply_to_token is None:
                 raise errors.PreconditionFailed("fast reply consumer does not exist")
             props = props.replace(reply_to=f"{REPLY_TO}.{self.reply_to_token}")
-        msg = Message.from_publish(exchange, routing_key, props, body, ttl_ms=ttl, msg_id=self.broker.next_msg_id())
+        msg = Message.from_publish(
+            exchange,
+            routing_key,
+            props,
+            body,
+            ttl_ms=ttl,
+            msg_id=self.broker.next_msg_id(),
+            sort_headers=self.broker.profile.message_containers,
+        )
         if self.broker.profile.client_x_death != "ignore":
             self.broker.dead_letters.adopt_client_deaths(msg)
         seq = 0

@@ -1,0 +1,138 @@
+"""Rules the differential fuzzer found (tests/differential/FOUND.md), each checked on every live version.
+
+- Headers are delivered sorted by key, duplicates removed, from 3.13 (``mc_amqpl:protocol_state/2``).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pika
+from pika.adapters.blocking_connection import BlockingChannel
+
+from fakerabbit.broker.fields import Field, decode_field, encode_table
+from tests.conformance.conftest import Target, pump
+from tests.conformance.rawclient import RawClient, RawMessage
+from tests.conformance.ttlhelpers import eventually
+from tests.conformance.versions import for_versions
+
+# -- helpers --------------------------------------------------------------------------------------------
+
+
+def headers_block(entries: list[tuple[str, Field]]) -> bytes:
+    """A property block with only a headers table holding ``entries`` in this order (duplicates allowed)."""
+    body = b"".join(encode_table({k: f})[4:] for k, f in entries)
+    return struct.pack(">HI", 0x2000, len(body)) + body
+
+
+def wire_headers(msg: RawMessage) -> list[tuple[str, Field]] | None:
+    """The headers table of a block with only headers, as (key, field) pairs in wire order, duplicates kept."""
+    raw = msg.props.raw
+    if not struct.unpack_from(">H", raw)[0] & 0x2000:
+        return None
+    (size,) = struct.unpack_from(">I", raw, 2)
+    pos, end = 6, 6 + size
+    out: list[tuple[str, Field]] = []
+    while pos < end:
+        n = raw[pos]
+        key = raw[pos + 1 : pos + 1 + n].decode()
+        field, pos = decode_field(raw, pos + 1 + n)
+        out.append((key, field))
+    return out
+
+
+def quorum(broker: Target, ch: BlockingChannel, base: str = "qq", **args: Any) -> str:
+    q = broker.name(base)
+    ch.queue_declare(q, durable=True, arguments={"x-queue-type": "quorum", **args})
+    return q
+
+
+def raw_get(broker: Target, raw: RawClient, q: str) -> RawMessage:
+    msg = eventually(broker, lambda: raw.get(q, no_ack=False), lambda m: m is not None)
+    assert msg is not None
+    return msg
+
+
+# -- 3.13+: headers sorted by key, duplicates removed -----------------------------------------------------
+
+UNSORTED: list[tuple[str, Field]] = [
+    ("h", ("S", "a")),
+    ("g", ("S", "b")),
+    ("h", ("S", "c")),
+    ("n", ("F", {"z": ("l", 1), "a": ("l", 2)})),
+    ("B", ("l", 1)),
+    ("a", ("l", 3)),
+]
+SORTED_UNIQUE: list[tuple[str, Field]] = [
+    ("B", ("l", 1)),  # byte order: upper case first
+    ("a", ("l", 3)),
+    ("g", ("S", "b")),
+    ("h", ("S", "a")),  # the first of the duplicates
+    ("n", ("F", {"z": ("l", 1), "a": ("l", 2)})),  # nested tables untouched
+]
+
+
+@for_versions()
+def test_headers_sorted_and_unique_from_313(broker: Target, ch: BlockingChannel) -> None:
+    q = broker.name()
+    ch.queue_declare(q)
+    with RawClient(broker.url) as raw:
+        raw.publish("", q, headers_block(UNSORTED), b"x")
+        raw.publish("", q, headers_block([]), b"empty")
+        raw.publish("", q, headers_block(SORTED_UNIQUE), b"sorted")
+        raw.sync()
+        got = [wire_headers(raw_get(broker, raw, q)) for _ in range(3)]
+    if broker.at_least("3.13"):
+        assert got == [SORTED_UNIQUE, [], SORTED_UNIQUE]
+    else:
+        assert got == [UNSORTED, [], SORTED_UNIQUE]
+
+
+@for_versions()
+def test_headers_sorted_on_consume_and_return(broker: Target, conn: pika.BlockingConnection) -> None:
+    ch = conn.channel()
+    q = broker.name()
+    ch.queue_declare(q)
+    returned: list[list[str]] = []
+    ch.add_on_return_callback(lambda _c, _m, p, _b: returned.append(list(p.headers or {})))
+    props = pika.BasicProperties(headers={"zz": 1, "b": "x", "a": 2})
+    ch.basic_publish("", broker.name("nowhere"), b"r", props, mandatory=True)
+    ch.basic_publish("", q, b"c", props)
+    delivered: list[list[str]] = []
+    ch.basic_consume(q, lambda _c, _m, p, _b: delivered.append(list(p.headers or {})), auto_ack=True)
+    pump(conn, lambda: returned and delivered)
+    expected = ["a", "b", "zz"] if broker.at_least("3.13") else ["zz", "b", "a"]
+    assert (returned, delivered) == ([expected], [expected])
+
+
+@for_versions()
+def test_quorum_redelivery_headers_sorted(broker: Target, ch: BlockingChannel) -> None:
+    q = quorum(broker, ch)
+    with RawClient(broker.url) as raw:
+        raw.publish("", q, headers_block([("zz", ("S", "z")), ("a", ("S", "a"))]), b"x")
+        raw.sync()
+        first = raw_get(broker, raw, q)
+        raw.reject(first.delivery_tag, requeue=True)
+        again = raw_get(broker, raw, q)
+    keys = [k for k, _ in wire_headers(again) or []]
+    # 3.10 sorts too when it adds the header (rabbit_basic:add_header -> rabbit_misc:set_table_value).
+    if broker.at_least("4.3"):
+        assert keys == ["a", "x-acquired-count", "x-delivery-count", "zz"]
+    else:
+        assert keys == ["a", "x-delivery-count", "zz"]
+
+
+@for_versions()
+def test_dead_lettered_copy_headers_sorted(broker: Target, ch: BlockingChannel) -> None:
+    dlq = broker.name("dlq")
+    ch.queue_declare(dlq)
+    q = broker.name()
+    ch.queue_declare(q, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+    ch.basic_publish("", q, b"x", pika.BasicProperties(headers={"zz": 1, "a": 2}))
+    method, _, _ = eventually(broker, lambda: ch.basic_get(q), lambda r: r[0] is not None)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    _, props, _ = eventually(broker, lambda: ch.basic_get(dlq, auto_ack=True), lambda r: r[0] is not None)
+    assert list(props.headers)[:2] == ["a", "x-death"]
+    assert list(props.headers)[-1] == "zz"
+    assert list(props.headers) == sorted(props.headers)
