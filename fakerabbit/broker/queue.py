@@ -121,6 +121,8 @@ class Queue:
         #: the user and operator policy in force (a change of either is a ``policy_changed``)
         self.policies: tuple[Policy | None, Policy | None] = (None, None)
         self.consumers: list[Consumer] = []
+        #: quorum: basic.get deliveries (manual ack) not yet settled; rabbit_fifo keeps a consumer for each
+        self.unsettled_gets = 0
         self._rr = 0
         self.unacked = 0
         self.deleted = False
@@ -561,6 +563,17 @@ class Queue:
             level.clear()
         self.ready_count = 0
         self.ready_bytes = 0
+
+    def consumer_count(self) -> int:
+        """``queue.declare-ok``'s consumer_count. Quorum queues report rabbit_fifo's consumers map: with single
+        active consumer only the active one (the others wait apart), and every unsettled manual-ack
+        ``basic.get`` is a consumer of its own (its delivery tag is the consumer tag) until it is settled."""
+        n = len(self.consumers)
+        if self.is_quorum:
+            if n and self.settings.single_active_consumer:
+                n = 1
+            n += self.unsettled_gets
+        return n
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "messages": self.ready_count, "consumers": len(self.consumers)}

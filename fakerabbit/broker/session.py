@@ -358,6 +358,8 @@ class Session:
             self.unacked[tag] = Unacked(tag, q, e, None)
             self.global_unacked += 1
             self.unacked_bytes += e.msg.size
+            if q.is_quorum:
+                q.unsettled_gets += 1
         msg = e.msg
         self.broker.events.record(DELIVERED_GET, msg.id, q.name, tag)
         return GetResult(
@@ -406,6 +408,7 @@ class Session:
         self._settle(kind, taken, requeue)
 
     def _settle(self, kind: str, taken: list[Unacked], requeue: bool) -> None:
+        _gets_settled(taken)
         for u in taken:
             if kind == "ack":
                 u.queue.ack(u.entry)
@@ -416,6 +419,7 @@ class Session:
     def recover(self) -> None:
         """basic.recover(requeue=true): every unacked message goes back to its queue, marked redelivered."""
         taken = self._take(0, True)
+        _gets_settled(taken)
         for q, entries in _group(taken):
             q.release(entries)
         self._dispatch_all()
@@ -478,8 +482,18 @@ class Session:
         self.unacked.clear()
         self.global_unacked = 0
         self.unacked_bytes = 0
+        _gets_settled(taken)
+        for _kind, pending, _requeue in self._tx_settles:
+            _gets_settled(pending)
         for q, entries in _group(taken):
             q.release(entries)
+
+
+def _gets_settled(taken: Iterable[Unacked]) -> None:
+    """Quorum ``basic.get`` deliveries settled (or released): their rabbit_fifo consumers go away."""
+    for u in taken:
+        if u.consumer is None and u.queue.is_quorum:
+            u.queue.unsettled_gets -= 1
 
 
 def _group(taken: Iterable[Unacked]) -> list[tuple[Queue, list[Entry]]]:

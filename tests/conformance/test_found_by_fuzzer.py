@@ -1,6 +1,8 @@
 """Rules the differential fuzzer found (tests/differential/FOUND.md), each checked on every live version.
 
 - Headers are delivered sorted by key, duplicates removed, from 3.13 (``mc_amqpl:protocol_state/2``).
+- Quorum queues count each unsettled ``basic.get`` as a consumer (rabbit_fifo), and with single active consumer
+  only the active consumer.
 """
 
 from __future__ import annotations
@@ -136,3 +138,47 @@ def test_dead_lettered_copy_headers_sorted(broker: Target, ch: BlockingChannel) 
     assert list(props.headers)[:2] == ["a", "x-death"]
     assert list(props.headers)[-1] == "zz"
     assert list(props.headers) == sorted(props.headers)
+
+
+# -- quorum consumer_count: rabbit_fifo's consumers map ---------------------------------------------------
+
+
+def consumer_count(broker: Target, ch: BlockingChannel, q: str, expected: int) -> int:
+    """The passive declare's consumer_count (retried briefly on a real broker until it is ``expected``)."""
+    return eventually(broker, lambda: ch.queue_declare(q, passive=True).method.consumer_count, lambda n: n == expected)
+
+
+@for_versions()
+def test_quorum_unsettled_get_counts_as_a_consumer(broker: Target, conn: pika.BlockingConnection) -> None:
+    ch, other = conn.channel(), conn.channel()
+    q = quorum(broker, ch)
+    ch.confirm_delivery()
+    for i in range(6):
+        ch.basic_publish("", q, b"m%d" % i)
+    m1 = eventually(broker, lambda: ch.basic_get(q)[0], lambda m: m is not None)
+    m2 = ch.basic_get(q)[0]
+    assert m1 is not None and m2 is not None
+    assert consumer_count(broker, other, q, 2) == 2  # one per unsettled get, on the same channel
+    ch.basic_ack(m1.delivery_tag)
+    assert consumer_count(broker, other, q, 1) == 1
+    ch.basic_nack(m2.delivery_tag, requeue=True)
+    assert consumer_count(broker, other, q, 0) == 0
+    assert ch.basic_get(q, auto_ack=True)[0] is not None  # no_ack: settled at once, no consumer
+    assert consumer_count(broker, other, q, 0) == 0
+    third = conn.channel()
+    assert third.basic_get(q)[0] is not None and third.basic_get(q)[0] is not None
+    assert consumer_count(broker, other, q, 2) == 2
+    third.basic_ack(0, multiple=True)
+    assert consumer_count(broker, other, q, 0) == 0
+    assert third.basic_get(q)[0] is not None
+    assert consumer_count(broker, other, q, 1) == 1
+    third.close()  # released: the message goes back, the consumer away
+    assert consumer_count(broker, other, q, 0) == 0
+
+
+def test_classic_unsettled_get_is_not_a_consumer(broker: Target, ch: BlockingChannel) -> None:
+    q = broker.name()
+    ch.queue_declare(q)
+    ch.basic_publish("", q, b"m")
+    assert ch.basic_get(q)[0] is not None
+    assert ch.queue_declare(q, passive=True).method.consumer_count == 0
