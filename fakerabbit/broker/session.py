@@ -257,7 +257,9 @@ class Session:
             )
         if q.is_quorum and self.global_prefetch:
             raise errors.NotImplemented_(f"{errors.rs_queue(q.name, self.vhost.name)} does not support global qos")
-        if (exclusive and q.consumers) or any(c.exclusive for c in q.consumers):
+        if not q.is_quorum and (
+            (exclusive and (q.consumers or _sac_classic(q))) or any(c.exclusive for c in q.consumers)
+        ):  # quorum queues ignore exclusive consumes (checked live on 3.10.8, 4.0.5, 4.3.6)
             raise errors.AccessRefused(f"{errors.rs_queue(q.name, self.vhost.name)} in exclusive use")
         prio = arguments.get("x-priority")
         priority = int(prio[1]) if prio is not None and isinstance(prio[1], int) else 0
@@ -487,6 +489,11 @@ class Session:
             _gets_settled(pending)
         for q, entries in _group(taken):
             q.release(entries)
+
+
+def _sac_classic(q: Queue) -> bool:
+    """rabbit_amqqueue_process refuses every exclusive consume on a classic single-active-consumer queue."""
+    return q.queue_type == "classic" and q.settings.single_active_consumer
 
 
 def _gets_settled(taken: Iterable[Unacked]) -> None:

@@ -3,6 +3,8 @@
 - Headers are delivered sorted by key, duplicates removed, from 3.13 (``mc_amqpl:protocol_state/2``).
 - Quorum queues count each unsettled ``basic.get`` as a consumer (rabbit_fifo), and with single active consumer
   only the active consumer.
+- An exclusive consume on a classic single-active-consumer queue is refused, even on an unused queue; quorum
+  queues ignore ``exclusive`` on a consume altogether.
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ import struct
 from typing import Any
 
 import pika
+import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
 from fakerabbit.broker.fields import Field, decode_field, encode_table
 from tests.conformance.conftest import Target, pump
 from tests.conformance.rawclient import RawClient, RawMessage
-from tests.conformance.ttlhelpers import eventually
+from tests.conformance.ttlhelpers import channel_error, eventually
 from tests.conformance.versions import for_versions
 
 # -- helpers --------------------------------------------------------------------------------------------
@@ -182,3 +185,22 @@ def test_classic_unsettled_get_is_not_a_consumer(broker: Target, ch: BlockingCha
     ch.basic_publish("", q, b"m")
     assert ch.basic_get(q)[0] is not None
     assert ch.queue_declare(q, passive=True).method.consumer_count == 0
+
+
+# -- exclusive consume and single active consumer ---------------------------------------------------------
+
+
+def test_exclusive_consume_on_classic_single_active_consumer_queue_refused(broker: Target, ch: BlockingChannel) -> None:
+    q = broker.name()
+    ch.queue_declare(q, arguments={"x-single-active-consumer": True})
+    code, text = channel_error(lambda: ch.basic_consume(q, lambda *_: None, exclusive=True))
+    assert (code, text) == (403, f"ACCESS_REFUSED - queue '{q}' in vhost '/' in exclusive use")
+
+
+@pytest.mark.parametrize("sac", [False, True])
+def test_quorum_queues_ignore_exclusive_consume(broker: Target, conn: pika.BlockingConnection, sac: bool) -> None:
+    ch = conn.channel()
+    q = quorum(broker, ch, **{"x-single-active-consumer": sac})
+    ch.basic_consume(q, lambda *_: None, exclusive=True)
+    conn.channel().basic_consume(q, lambda *_: None)  # no 403: the exclusive consumer does not hold the queue
+    conn.channel().basic_consume(q, lambda *_: None, exclusive=True)  # nor does an exclusive one need it unused
