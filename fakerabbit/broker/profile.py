@@ -130,6 +130,10 @@ class Profile:
     #: ``mc:x_header`` and add ``x-`` annotations that are delivered as ``long`` headers (the delayed-message
     #: exchange's ``x-delay``: see fakerabbit/broker/delayed.py).
     message_containers: bool = False
+    #: 4.2+: the 405 for ``basic.get`` on a quorum queue with single active consumer prints the queue type as an
+    #: Erlang term (``… not supported by <<"quorum">> queues …``); before, ``quorum queues`` (live: 3.10.8 and
+    #: 4.0.5 the latter, 4.3.6 the former; the text changed in rabbit_channel in 4.2.0).
+    sac_get_error_prints_type_term: bool = False
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -312,7 +316,9 @@ _P43: Final = replace(
     extra_policy_keys=_P40.extra_policy_keys
     | {"consumer-disconnected-timeout", "delayed-retry-type", "delayed-retry-min", "delayed-retry-max"},
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random", "x-modulus-hash"),
+    sac_get_error_prints_type_term=True,
 )
+_P42: Final = replace(_P40, sac_get_error_prints_type_term=True)
 
 # requested major.minor -> (family profile, announced server version)
 _VERSIONS: Final[dict[str, tuple[Profile, str]]] = {
@@ -322,7 +328,7 @@ _VERSIONS: Final[dict[str, tuple[Profile, str]]] = {
     "3.13": (_P313, "3.13.7"),
     "4.0": (_P40, "4.0.0"),
     "4.1": (_P40, "4.1.0"),
-    "4.2": (_P40, "4.2.0"),
+    "4.2": (_P42, "4.2.0"),
     "4.3": (_P43, "4.3.0"),
 }
 #: The versions :func:`get_profile` accepts (any earlier 3.x maps to the 3.10 profile too).

@@ -349,6 +349,8 @@ class Session:
     def get(self, queue_name: str, no_ack: bool) -> GetResult | None:
         self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", queue_name)
         q = self.vhost.get_queue(queue_name, self.conn)
+        if q.is_quorum and q.settings.single_active_consumer:
+            raise errors.ResourceLocked(_sac_get_refused(q, self.broker.profile.sac_get_error_prints_type_term))
         q.touch()
         e = q.fetch()
         if e is None:
@@ -489,6 +491,15 @@ class Session:
             _gets_settled(pending)
         for q, entries in _group(taken):
             q.release(entries)
+
+
+def _sac_get_refused(q: Queue, type_term: bool) -> str:
+    """The 405 text for ``basic.get`` on a quorum queue with single active consumer."""
+    kind = '<<"quorum">>' if type_term else "quorum"
+    return (
+        f"cannot obtain access to locked {errors.rs_queue(q.name, q.vhost.name)}. basic.get operations "
+        f"are not supported by {kind} queues with single active consumer"
+    )
 
 
 def _sac_classic(q: Queue) -> bool:

@@ -5,6 +5,7 @@
   only the active consumer.
 - An exclusive consume on a classic single-active-consumer queue is refused, even on an unused queue; quorum
   queues ignore ``exclusive`` on a consume altogether.
+- ``basic.get`` on a quorum queue with single active consumer is refused (405).
 """
 
 from __future__ import annotations
@@ -204,3 +205,19 @@ def test_quorum_queues_ignore_exclusive_consume(broker: Target, conn: pika.Block
     ch.basic_consume(q, lambda *_: None, exclusive=True)
     conn.channel().basic_consume(q, lambda *_: None)  # no 403: the exclusive consumer does not hold the queue
     conn.channel().basic_consume(q, lambda *_: None, exclusive=True)  # nor does an exclusive one need it unused
+
+
+# -- quorum queues with single active consumer -----------------------------------------------------------
+
+
+@for_versions()
+def test_get_on_quorum_single_active_consumer_queue_refused(broker: Target, ch: BlockingChannel) -> None:
+    q = quorum(broker, ch, **{"x-single-active-consumer": True})
+    ch.basic_publish("", q, b"m")
+    code, text = channel_error(lambda: ch.basic_get(q))
+    kind = '<<"quorum">>' if broker.at_least("4.2") else "quorum"
+    assert (code, text) == (
+        405,
+        f"RESOURCE_LOCKED - cannot obtain access to locked queue '{q}' in vhost '/'. "
+        f"basic.get operations are not supported by {kind} queues with single active consumer",
+    )
