@@ -221,3 +221,19 @@ def test_get_on_quorum_single_active_consumer_queue_refused(broker: Target, ch: 
         f"RESOURCE_LOCKED - cannot obtain access to locked queue '{q}' in vhost '/'. "
         f"basic.get operations are not supported by {kind} queues with single active consumer",
     )
+
+
+def test_quorum_single_active_consumer_counts_only_the_active_consumer(
+    broker: Target, conn: pika.BlockingConnection
+) -> None:
+    ch = conn.channel()
+    q = quorum(broker, ch, **{"x-single-active-consumer": True})
+    ch.basic_consume(q, lambda *_: None)
+    conn.channel().basic_consume(q, lambda *_: None)
+    other = conn.channel()
+    assert consumer_count(broker, other, q, 1) == 1
+    classic = broker.name("classic")
+    ch.queue_declare(classic, arguments={"x-single-active-consumer": True})
+    ch.basic_consume(classic, lambda *_: None)
+    conn.channel().basic_consume(classic, lambda *_: None)
+    assert other.queue_declare(classic, passive=True).method.consumer_count == 2  # classic: every consumer
