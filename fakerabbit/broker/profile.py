@@ -34,6 +34,7 @@ __all__ = ["ACCEPTED_VERSIONS", "Profile", "get_profile"]
 ClientXDeath = Literal["edit", "parse", "ignore"]
 DeliveryLimitCounter = Literal["returns", "acquired", "failed"]
 QueueMasterLocator = Literal["crash-if-invalid", "ignored", "denied"]
+QuorumPriorities = Literal["none", "two", "strict"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +135,10 @@ class Profile:
     #: Erlang term (``… not supported by <<"quorum">> queues …``); before, ``quorum queues`` (live: 3.10.8 and
     #: 4.0.5 the latter, 4.3.6 the former; the text changed in rabbit_channel in 4.2.0).
     sac_get_error_prints_type_term: bool = False
+    #: Quorum queue message priorities, behind the FIFO of returned messages: ``"none"`` (3.x), ``"two"`` (4.0 -
+    #: 4.2, ``rabbit_fifo_q``: priority > 4 is high, served 2:1 against normal unless normal's head is older) or
+    #: ``"strict"`` (4.3, ``rabbit_fifo_pq``: 0 - 31, strictly highest first, no priority property means 4).
+    quorum_priorities: QuorumPriorities = "none"
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -288,6 +293,7 @@ _P40: Final = replace(
     classic_queue_arguments=(*_CLASSIC_ARGS, "x-queue-leader-locator"),
     queue_master_locator="ignored",
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random"),
+    quorum_priorities="two",
 )
 _P43: Final = replace(
     _P40,
@@ -317,6 +323,7 @@ _P43: Final = replace(
     | {"consumer-disconnected-timeout", "delayed-retry-type", "delayed-retry-min", "delayed-retry-max"},
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random", "x-modulus-hash"),
     sac_get_error_prints_type_term=True,
+    quorum_priorities="strict",
 )
 _P42: Final = replace(_P40, sac_get_error_prints_type_term=True)
 

@@ -128,6 +128,8 @@ class Queue:
         self.deleted = False
         self.had_consumers = False
         self._levels: list[deque[Entry]] = [deque()]
+        self._qq_counter = 0
+        self._qq_prio = self._qq_strict = False
         self._set_levels()
         self.ready_count = 0
         self.ready_bytes = 0
@@ -144,6 +146,15 @@ class Queue:
     def _set_levels(self) -> None:
         mp = self.settings.max_priority if not self.is_quorum else None
         n = (mp + 1) if mp is not None else 1
+        # 4.0 - 4.2 quorum: levels [normal, high, returns] served by _qq_next; 4.3 quorum: priorities 0 - 31, then
+        # the returns on top (strictly highest level first, like a classic priority queue)
+        qq_priorities = self.vhost.broker.profile.quorum_priorities if self.is_quorum else "none"
+        self._qq_prio = qq_priorities == "two"
+        self._qq_strict = qq_priorities == "strict"
+        if self._qq_prio:
+            n = 3
+        elif self._qq_strict:
+            n = 33
         if n != len(self._levels):
             old = list(self._iter_ready())
             self._levels = [deque() for _ in range(n)]
@@ -151,7 +162,21 @@ class Queue:
                 self._levels[self._level(e)].append(e)
 
     def _level(self, e: Entry) -> int:
+        if self._qq_prio:
+            return 1 if e.priority > 4 else 0
+        if self._qq_strict:
+            p = e.msg.props.priority
+            return 4 if p is None else min(p, 31)
         return min(e.priority, len(self._levels) - 1)
+
+    def _qq_next(self) -> deque[Entry] | None:
+        """4.0+ quorum: the level the next message comes from (rabbit_fifo get_next_msg / rabbit_fifo_q:next)."""
+        no, hi, returns = self._levels
+        if returns:
+            return returns
+        if hi and no and self._qq_counter == 2:
+            return hi if hi[0].seq < no[0].seq else no
+        return hi or no or None
 
     def _iter_ready(self) -> Iterator[Entry]:
         for level in reversed(self._levels):
@@ -162,12 +187,17 @@ class Queue:
         return list(self._iter_ready())
 
     def _head(self) -> Entry | None:
+        if self._qq_prio:
+            nxt = self._qq_next()
+            return nxt[0] if nxt else None
         for level in reversed(self._levels):
             if level:
                 return level[0]
         return None
 
     def _pop_head(self) -> Entry:
+        if self._qq_prio:
+            return self._qq_pop()
         for level in reversed(self._levels):
             if level:
                 e = level.popleft()
@@ -175,6 +205,19 @@ class Queue:
                 self.ready_bytes -= e.msg.size
                 return e
         raise IndexError("queue is empty")
+
+    def _qq_pop(self) -> Entry:
+        """4.0+ quorum: take the next message (rabbit_fifo take_next_msg: returns first, else rabbit_fifo_q:out,
+        which counts its dequeues: every third may go to an older normal-priority message)."""
+        level = self._qq_next()
+        if level is None:
+            raise IndexError("queue is empty")
+        if level is not self._levels[2]:
+            self._qq_counter = 0 if self._qq_counter == 2 else self._qq_counter + 1
+        e = level.popleft()
+        self.ready_count -= 1
+        self.ready_bytes -= e.msg.size
+        return e
 
     def _push_tail(self, e: Entry) -> None:
         self._levels[self._level(e)].append(e)
@@ -184,7 +227,7 @@ class Queue:
     def _push_front(self, e: Entry) -> None:
         # Quorum queues keep returned messages in a FIFO "returns" queue served before the others
         # (rabbit_fifo lqueue:in): a return goes after earlier returns still waiting at the head.
-        level = self._levels[self._level(e)]
+        level = self._levels[-1 if self._qq_prio or self._qq_strict else self._level(e)]  # 4.0+ quorum: returns
         i = 0
         while i < len(level) and level[i].redelivered:
             i += 1

@@ -6,6 +6,7 @@
 - An exclusive consume on a classic single-active-consumer queue is refused, even on an unused queue; quorum
   queues ignore ``exclusive`` on a consume altogether.
 - ``basic.get`` on a quorum queue with single active consumer is refused (405).
+- Quorum queue message priorities (4.0+) and what they do to TTL: only the next message out expires.
 """
 
 from __future__ import annotations
@@ -237,3 +238,50 @@ def test_quorum_single_active_consumer_counts_only_the_active_consumer(
     ch.basic_consume(classic, lambda *_: None)
     conn.channel().basic_consume(classic, lambda *_: None)
     assert other.queue_declare(classic, passive=True).method.consumer_count == 2  # classic: every consumer
+
+
+# -- quorum queue message priorities (4.0+) ---------------------------------------------------------------
+
+
+def publish_all(ch: BlockingChannel, q: str, messages: list[tuple[str, int | None, str | None]]) -> None:
+    ch.confirm_delivery()
+    for body, priority, expiration in messages:
+        ch.basic_publish("", q, body.encode(), pika.BasicProperties(priority=priority, expiration=expiration))
+
+
+def ready(broker: Target, ch: BlockingChannel, q: str, expected: int) -> int:
+    return eventually(broker, lambda: ch.queue_declare(q, passive=True).method.message_count, lambda n: n == expected)
+
+
+@for_versions()
+def test_quorum_expired_high_priority_message_at_its_head_is_dropped(broker: Target, ch: BlockingChannel) -> None:
+    q = quorum(broker, ch)
+    publish_all(ch, q, [("normal", None, None), ("high", 5, "0")])
+    # 4.0+: the priority-5 message is the next out (high before normal), so it expires at once
+    expected = 1 if broker.at_least("4.0") else 2
+    assert ready(broker, ch, q, expected) == expected
+    q2 = quorum(broker, ch, "qq2")
+    publish_all(ch, q2, [("normal", None, None), ("four", 4, "0")])  # same priority as a message without one
+    assert ready(broker, ch, q2, 2) == 2
+    q3 = quorum(broker, ch, "qq3")
+    publish_all(ch, q3, [("h0", 9, None), ("h1", 9, "0"), ("n0", None, None)])  # behind another: stays
+    assert ready(broker, ch, q3, 3) == 3
+
+
+@for_versions()
+def test_quorum_priority_delivery_order(broker: Target, ch: BlockingChannel) -> None:
+    q = quorum(broker, ch)
+    publish_all(ch, q, [("n0", None, None), ("n1", None, None), ("n2", None, None), ("p3", 3, None)])
+    publish_all(ch, q, [(f"h{i}", 9, None) for i in range(4)])
+    publish_all(ch, q, [("p4", 4, None), ("p7", 7, None)])
+    ready(broker, ch, q, 10)
+    got = []
+    for _ in range(10):
+        _, _, body = ch.basic_get(q, auto_ack=True)
+        got.append(body.decode())
+    if broker.at_least("4.3"):  # rabbit_fifo_pq: 0 - 31 strictly, no priority = 4
+        assert got == ["h0", "h1", "h2", "h3", "p7", "n0", "n1", "n2", "p4", "p3"]
+    elif broker.at_least("4.0"):  # rabbit_fifo_q: high (> 4) twice, then normal if its head is older
+        assert got == ["h0", "h1", "n0", "h2", "h3", "n1", "p7", "n2", "p3", "p4"]
+    else:
+        assert got == ["n0", "n1", "n2", "p3", "h0", "h1", "h2", "h3", "p4", "p7"]
