@@ -209,14 +209,17 @@ class DeadLetters:
         return False
 
     # -- quorum queue delivery headers ----------------------------------------------------------------------
-    def quorum_delivery_props(self, e: Entry) -> bytes:
-        """Quorum queues add ``x-delivery-count`` (and from 4.3 ``x-acquired-count``) when redelivering."""
+    def quorum_delivery_props(self, e: Entry, *, get: bool = False) -> bytes:
+        """Quorum queues add ``x-delivery-count`` (and from 4.3 ``x-acquired-count``) when redelivering.
+
+        Before 3.13 a ``basic.get`` (``get``) carries ``x-delivery-count`` from 0, a consumer's delivery only
+        once the message was returned (rabbit_fifo_client: dequeue vs transform_msgs)."""
         profile = self.broker.profile
         counter = profile.delivery_limit_counter
         count = e.acquired_count if counter == "acquired" else e.delivery_count
         props = e.msg.props
         additions: dict[str, Any] = {}
-        if count > 0 or profile.delivery_count_header_from_zero:
+        if count > 0 or (get and profile.delivery_count_header_from_zero):
             additions["x-delivery-count"] = ("l", count)
         if profile.acquired_count_header and e.acquired_count > 0:
             additions["x-acquired-count"] = ("l", e.acquired_count)

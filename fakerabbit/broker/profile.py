@@ -65,7 +65,8 @@ class Profile:
     delivery_limit_counter: DeliveryLimitCounter
     #: DLIM-4: ``x-acquired-count`` header on redelivered quorum messages (4.3+).
     acquired_count_header: bool
-    #: DLIM-4: ``x-delivery-count`` is already present (as 0) on the first delivery (LEGACY; seen on 3.10.8).
+    #: DLIM-4: ``x-delivery-count`` is already present (as 0) on the first ``basic.get`` (LEGACY; seen on 3.10.8;
+    #: a consumer's first delivery has none).
     delivery_count_header_from_zero: bool
     #: DLIM-1/2, POL-3: a negative delivery limit means "unlimited" and wins over a positive one (max),
     #: and the ``delivery-limit`` policy accepts negative integers (4.x). Before, the policy must be ≥ 0.

@@ -341,10 +341,10 @@ class Session:
         self.broker.events.record(DELIVERED, msg.id, q.name, c.tag, tag)
         self.sink.send_deliver(c.tag, tag, e.redelivered, msg.exchange, msg.routing_key, props, msg.body)
 
-    def _delivery_props(self, q: Queue, e: Entry) -> bytes:
+    def _delivery_props(self, q: Queue, e: Entry, get: bool = False) -> bytes:
         if not q.is_quorum:
             return e.msg.props.raw
-        return self.broker.dead_letters.quorum_delivery_props(e)
+        return self.broker.dead_letters.quorum_delivery_props(e, get=get)
 
     def get(self, queue_name: str, no_ack: bool) -> GetResult | None:
         self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", queue_name)
@@ -372,7 +372,7 @@ class Session:
             msg.exchange,
             msg.routing_key,
             q.ready_count,
-            self._delivery_props(q, e),
+            self._delivery_props(q, e, get=True),
             msg.body,
         )
 

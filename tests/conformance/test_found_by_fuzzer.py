@@ -7,6 +7,7 @@
   queues ignore ``exclusive`` on a consume altogether.
 - ``basic.get`` on a quorum queue with single active consumer is refused (405).
 - Quorum queue message priorities (4.0+) and what they do to TTL: only the next message out expires.
+- 3.x quorum queues: a consumer's first delivery has no ``x-delivery-count``; a get's has 0.
 """
 
 from __future__ import annotations
@@ -285,3 +286,28 @@ def test_quorum_priority_delivery_order(broker: Target, ch: BlockingChannel) -> 
         assert got == ["h0", "h1", "n0", "h2", "h3", "n1", "p7", "n2", "p3", "p4"]
     else:
         assert got == ["n0", "n1", "n2", "p3", "h0", "h1", "h2", "h3", "p4", "p7"]
+
+
+# -- x-delivery-count on the first delivery ---------------------------------------------------------------
+
+
+@for_versions()
+def test_quorum_first_delivery_count_header(broker: Target, conn: pika.BlockingConnection) -> None:
+    ch = conn.channel()
+    q = quorum(broker, ch)
+    publish_all(ch, q, [("plain", None, None)])
+    ch.basic_publish("", q, b"empty", pika.BasicProperties(headers={}))
+    ch.basic_publish("", q, b"own", pika.BasicProperties(headers={"zz": 1, "a": 2}))
+    ch.basic_publish("", q, b"got", pika.BasicProperties(headers={"zz": 1}))
+    ready(broker, ch, q, 4)
+    seen: list[tuple[bytes, Any]] = []
+    ch.basic_qos(prefetch_count=3)
+    ch.basic_consume(q, lambda _c, _m, p, b: seen.append((b, p.headers)))
+    pump(conn, lambda: len(seen) == 3)
+    _, props, _ = ch.basic_get(q)
+    if broker.at_least("3.13"):  # mc: the annotation is only added once the message was returned
+        assert seen == [(b"plain", None), (b"empty", {}), (b"own", {"a": 2, "zz": 1})]
+        assert props.headers == {"zz": 1}
+    else:  # 3.10: consumers get the publisher's headers untouched, a get x-delivery-count 0
+        assert seen == [(b"plain", None), (b"empty", {}), (b"own", {"zz": 1, "a": 2})]
+        assert list(props.headers.items()) == [("x-delivery-count", 0), ("zz", 1)]
