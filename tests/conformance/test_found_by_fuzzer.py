@@ -182,6 +182,21 @@ def test_quorum_unsettled_get_counts_as_a_consumer(broker: Target, conn: pika.Bl
     assert consumer_count(broker, other, q, 0) == 0
 
 
+def test_quorum_get_acked_in_a_transaction_counts_until_commit(broker: Target, conn: pika.BlockingConnection) -> None:
+    ch, other = conn.channel(), conn.channel()
+    q = quorum(broker, ch)
+    ch.confirm_delivery()
+    ch.basic_publish("", q, b"m")
+    tx = conn.channel()
+    tx.tx_select()
+    m = eventually(broker, lambda: tx.basic_get(q)[0], lambda m: m is not None)
+    assert m is not None
+    tx.basic_ack(m.delivery_tag)
+    assert consumer_count(broker, other, q, 1) == 1  # the ack waits for the commit
+    tx.tx_commit()
+    assert consumer_count(broker, other, q, 0) == 0
+
+
 def test_classic_unsettled_get_is_not_a_consumer(broker: Target, ch: BlockingChannel) -> None:
     q = broker.name()
     ch.queue_declare(q)
