@@ -393,6 +393,8 @@ class Queue:
                 size += len(m.body)
             self.ready_count -= len(expired)
             self.ready_bytes -= size
+        elif self._qq_strict:
+            expired = self._qq_expire_heads()
         else:
             head = self._head()
             if head is None or head.expires_at is None:
@@ -407,12 +409,35 @@ class Queue:
             self.vhost.dead_letter(self, expired, "expired")
         self._schedule_ttl()
 
+    def _qq_expire_heads(self) -> list[Message]:
+        """4.3 quorum (rabbit_fifo expire_batch): the expired run at the head of the returns and of every priority
+        level, highest first; RabbitMQ checks when the next message is due or its timer (the earliest head) fires,
+        which on the virtual clock is the same moment."""
+        now = self.vhost.broker.clock.now_ms()
+        expired: list[Message] = []
+        size = 0
+        for level in reversed(self._levels):
+            while level:
+                at = level[0].expires_at
+                if at is None or at > now:
+                    break
+                m = level.popleft().msg
+                expired.append(m)
+                size += len(m.body)
+        self.ready_count -= len(expired)
+        self.ready_bytes -= size
+        return expired
+
     def _schedule_ttl(self) -> None:
         """Keep one timer, at the head's expiry (if it has one)."""
         levels = self._levels
         if len(levels) == 1:
             level = levels[0]
             at = level[0].expires_at if level else None
+        elif self._qq_strict:
+            # 4.3 quorum (rabbit_fifo timer_effect): the earliest expiry among the head of every level
+            heads = [level[0].expires_at for level in levels if level and level[0].expires_at is not None]
+            at = min(heads) if heads else None
         else:
             head = self._head()
             at = head.expires_at if head is not None else None

@@ -285,6 +285,22 @@ def test_quorum_expired_high_priority_message_at_its_head_is_dropped(broker: Tar
 
 
 @for_versions()
+def test_quorum_expired_message_at_the_head_of_a_lower_priority_is_dropped_on_43(
+    broker: Target, ch: BlockingChannel
+) -> None:
+    # 4.3 (rabbit_fifo timer_effect / expire_batch): the head of every priority level expires on time, not only
+    # the next message out; 4.0 - 4.2 and 3.x: only the next message out.
+    q = quorum(broker, ch)
+    publish_all(ch, q, [("normal", None, None), ("low", 1, "0")])
+    expected = 1 if broker.at_least("4.3") else 2
+    assert ready(broker, ch, q, expected) == expected
+    q2 = quorum(broker, ch, "qq2")
+    publish_all(ch, q2, [("normal", None, None), ("low", 1, "30")])
+    broker.advance(0.08)
+    assert ready(broker, ch, q2, expected) == expected
+
+
+@for_versions()
 def test_quorum_priority_delivery_order(broker: Target, ch: BlockingChannel) -> None:
     q = quorum(broker, ch)
     publish_all(ch, q, [("n0", None, None), ("n1", None, None), ("n2", None, None), ("p3", 3, None)])
