@@ -130,6 +130,7 @@ class Queue:
         self._levels: list[deque[Entry]] = [deque()]
         self._qq_counter = 0
         self._qq_prio = self._qq_strict = False
+        self._ttl_seen = False  # a message with an expiry was ever enqueued (4.3 quorum: skip the level scans)
         self._set_levels()
         self.ready_count = 0
         self.ready_bytes = 0
@@ -320,6 +321,8 @@ class Queue:
         ttl = s.message_ttl
         if msg.ttl_ms is not None and (ttl is None or msg.ttl_ms < ttl):
             ttl = msg.ttl_ms
+        if ttl is not None:
+            self._ttl_seen = True
         levels = self._levels
         entry = Entry(
             msg,
@@ -394,6 +397,8 @@ class Queue:
             self.ready_count -= len(expired)
             self.ready_bytes -= size
         elif self._qq_strict:
+            if not self._ttl_seen:
+                return
             expired = self._qq_expire_heads()
         else:
             head = self._head()
@@ -436,7 +441,7 @@ class Queue:
             at = level[0].expires_at if level else None
         elif self._qq_strict:
             # 4.3 quorum (rabbit_fifo timer_effect): the earliest expiry among the head of every level
-            heads = [level[0].expires_at for level in levels if level and level[0].expires_at is not None]
+            heads = [lv[0].expires_at for lv in levels if lv and lv[0].expires_at is not None] if self._ttl_seen else []
             at = min(heads) if heads else None
         else:
             head = self._head()
