@@ -280,9 +280,10 @@ class DeadLetters:
 
     # -- quorum queue delivery headers ----------------------------------------------------------------------
     def quorum_delivery_props(self, e: Entry, *, get: bool = False) -> bytes:
-        """Quorum queues add ``x-delivery-count`` (and from 4.3 ``x-acquired-count``) when redelivering; up to
-        3.12 ``basic.get`` (rabbit_fifo_client:dequeue) shows it as 0 from the first delivery, a consumer does
-        not (live 3.10.8)."""
+        """Quorum queues add ``x-delivery-count`` (and from 4.3 ``x-acquired-count``) when redelivering.
+
+        Before 3.13 a ``basic.get`` (``get``) carries ``x-delivery-count`` from 0, a consumer's delivery only
+        once the message was returned (rabbit_fifo_client: dequeue vs transform_msgs)."""
         profile = self.broker.profile
         counter = profile.delivery_limit_counter
         count = e.acquired_count if counter == "acquired" else e.delivery_count
@@ -300,7 +301,8 @@ class DeadLetters:
             return props.raw
         headers = dict(props.headers or {})
         headers.update(additions)
-        return props.replace(headers=headers).raw
+        # Sorted on every version: rabbit_basic:add_header (3.x) sorts the table, mc_amqpl:protocol_state/2 (3.13+) too.
+        return props.replace(headers=_sorted(headers)).raw
 
 
 def _mc_death_table(d: Death) -> Table:

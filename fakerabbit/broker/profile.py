@@ -32,9 +32,9 @@ from typing import Final, Literal
 __all__ = ["ACCEPTED_VERSIONS", "AMQPRules", "Profile", "get_profile"]
 
 ClientXDeath = Literal["edit", "parse", "ignore"]
-QuorumPriorities = Literal["fifo", "weighted", "strict"]
 DeliveryLimitCounter = Literal["returns", "acquired", "failed"]
 QueueMasterLocator = Literal["crash-if-invalid", "ignored", "denied"]
+QuorumPriorities = Literal["none", "two", "strict"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +60,6 @@ class AMQPRules:
     #: A client's ``basic.cancel-ok`` cancels that consumer without a reply (an unknown tag crashes the channel:
     #: 541) (4.3+); before, 503 ``unimplemented method``.
     client_cancel_ok: bool = False
-    #: Deliveries carry the ``headers`` table with its keys sorted and unique (``mc_amqpl:protocol_state``;
-    #: seen on 4.0.5 and 4.3.6, not on 3.10.8; 3.13 has the same code but was not checked live).
-    sort_headers: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +194,10 @@ class Profile:
     #: ``x-max-length-bytes`` limit (live 4.3.6: a 2-byte body with ``content_type: text/plain`` counts 15);
     #: 4.0.5 and 3.10.8 count the body only.
     quorum_bytes_include_properties: bool = False
+    #: 4.2+: the 405 for ``basic.get`` on a quorum queue with single active consumer prints the queue type as an
+    #: Erlang term (``… not supported by <<"quorum">> queues …``); before, ``quorum queues`` (live: 3.10.8 and
+    #: 4.0.5 the latter, 4.3.6 the former; the text changed in rabbit_channel in 4.2.0).
+    sac_get_error_prints_type_term: bool = False
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -302,7 +303,7 @@ _P310: Final = Profile(
     reply_to_volatile_queue=False,
     dead_letter_delivery_count=False,
     purge_counts_held_dead_letters=False,
-    quorum_priorities="fifo",
+    quorum_priorities="none",
     quorum_sac_priority=False,
     operator_policy_keys=_OPERATOR_KEYS_312,
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ,
@@ -348,7 +349,7 @@ _P40: Final = replace(
     server_version="4.0.0",
     access_refused_names_permission=True,
     client_x_death="ignore",
-    quorum_priorities="weighted",
+    quorum_priorities="two",
     quorum_sac_priority=True,
     delivery_limit_default=20,
     delivery_limit_counter="acquired",
@@ -361,9 +362,7 @@ _P40: Final = replace(
     classic_queue_arguments=(*_CLASSIC_ARGS, "x-queue-leader-locator"),
     queue_master_locator="ignored",
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random"),
-    amqp=AMQPRules(
-        unicode_texts=True, sasl_refusal_header=True, check_delivery_mode=False, basic_credit=False, sort_headers=True
-    ),
+    amqp=AMQPRules(unicode_texts=True, sasl_refusal_header=True, check_delivery_mode=False, basic_credit=False),
 )
 _AMQP_41: Final = replace(_P40.amqp, frame_min_size=8192)
 _P43: Final = replace(
@@ -400,7 +399,9 @@ _P43: Final = replace(
     | {"consumer-disconnected-timeout", "delayed-retry-type", "delayed-retry-min", "delayed-retry-max"},
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random", "x-modulus-hash"),
     amqp=replace(_AMQP_41, strict_content_size=True, client_cancel_ok=True),
+    sac_get_error_prints_type_term=True,
 )
+_P42: Final = replace(_P40, sac_get_error_prints_type_term=True)
 
 # requested major.minor -> (family profile, announced server version)
 _VERSIONS: Final[dict[str, tuple[Profile, str]]] = {
@@ -410,7 +411,7 @@ _VERSIONS: Final[dict[str, tuple[Profile, str]]] = {
     "3.13": (_P313, "3.13.7"),
     "4.0": (_P40, "4.0.0"),
     "4.1": (replace(_P40, amqp=_AMQP_41), "4.1.0"),
-    "4.2": (replace(_P40, amqp=_AMQP_41), "4.2.0"),
+    "4.2": (replace(_P42, amqp=_AMQP_41), "4.2.0"),
     "4.3": (_P43, "4.3.0"),
 }
 #: The versions :func:`get_profile` accepts (any earlier 3.x maps to the 3.10 profile too).

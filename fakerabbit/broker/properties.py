@@ -25,18 +25,15 @@ from __future__ import annotations
 
 import calendar
 import enum
-import itertools
 import struct
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final
 
 from fakerabbit.broker.fields import (
-    Field,
     FieldError,
     Table,
     decode_table,
-    decode_table_pairs,
     encode_table,
     table_to_python,
 )
@@ -557,35 +554,3 @@ def build_properties(
             cluster_id,
         )
     )
-
-
-_sorted_blocks: dict[bytes, bytes] = {}
-
-
-def sort_headers(raw: bytes) -> bytes:
-    """The property block with its ``headers`` table's keys in byte order, each key once (the first of a
-    repeated key wins), the rest unchanged: what 4.x's ``mc_amqpl:protocol_state/2`` sends (``lists:usort`` on
-    the headers). A block without headers, with sorted unique keys or that does not parse comes back as is.
-    Results for small blocks are cached (deliveries of one message share them)."""
-    done = _sorted_blocks.get(raw)
-    if done is not None:
-        return done
-    result = raw
-    try:
-        start = RawProperties(raw)._start(_HEADERS)
-        if start >= 0:
-            pairs, _ = decode_table_pairs(raw, start)
-            keys = [key.encode("utf-8", "surrogateescape") for key, _ in pairs]
-            if any(a >= b for a, b in itertools.pairwise(keys)):
-                first: dict[bytes, tuple[str, Field]] = {}
-                for raw_key, pair in zip(keys, pairs, strict=True):
-                    first.setdefault(raw_key, pair)
-                table: Table = {key: field for _, (key, field) in sorted(first.items())}
-                result = RawProperties(raw).replace(headers=table).raw
-    except (PropertiesError, FieldError):
-        result = raw
-    if len(raw) <= _CACHE_BLOCK_MAX:
-        if len(_sorted_blocks) >= _CACHE_ENTRIES:
-            _sorted_blocks.clear()
-        _sorted_blocks[raw] = result
-    return result

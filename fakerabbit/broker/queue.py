@@ -136,14 +136,16 @@ class Queue:
         #: the user and operator policy in force (a change of either is a ``policy_changed``)
         self.policies: tuple[Policy | None, Policy | None] = (None, None)
         self.consumers: list[Consumer] = []
+        #: quorum: basic.get deliveries (manual ack) not yet settled; rabbit_fifo keeps a consumer for each
+        self.unsettled_gets = 0
         self._rr = 0
         self.unacked = 0
         self.deleted = False
         self.had_consumers = False
         self._levels: list[deque[Entry]] = [deque()]
-        #: 4.0 - 4.2 quorum priorities: two classes taken 2:1 (``rabbit_fifo_q``), and its dequeue counter
-        self._weighted = False
-        self._dequeue_counter = 0
+        self._qq_counter = 0
+        self._qq_prio = self._qq_strict = False
+        self._ttl_seen = False  # a message with an expiry was ever enqueued (4.3 quorum: skip the level scans)
         self._set_levels()
         self.ready_count = 0
         self.ready_bytes = 0
@@ -158,14 +160,17 @@ class Queue:
 
     # -- structure ------------------------------------------------------------------------------------------
     def _set_levels(self) -> None:
-        if self.is_quorum:
-            # quorum: priority classes (4.x) plus, on top, the returns queue served before them (rabbit_fifo)
-            mode = self.vhost.broker.profile.quorum_priorities
-            self._weighted = mode == "weighted"
-            n = 1 if mode == "fifo" else (3 if mode == "weighted" else 33)
-        else:
-            mp = self.settings.max_priority
-            n = (mp + 1) if mp is not None else 1
+        mp = self.settings.max_priority if not self.is_quorum else None
+        n = (mp + 1) if mp is not None else 1
+        # 4.0 - 4.2 quorum: levels [normal, high, returns] served by _qq_next; 4.3 quorum: priorities 0 - 31, then
+        # the returns on top (strictly highest level first, like a classic priority queue)
+        qq_priorities = self.vhost.broker.profile.quorum_priorities if self.is_quorum else "none"
+        self._qq_prio = qq_priorities == "two"
+        self._qq_strict = qq_priorities == "strict"
+        if self._qq_prio:
+            n = 3
+        elif self._qq_strict:
+            n = 33
         if n != len(self._levels):
             old = list(self._iter_ready())
             self._levels = [deque() for _ in range(n)]
@@ -179,13 +184,23 @@ class Queue:
         if not self.is_quorum:
             return msg.priority
         p = msg.props.priority
-        if self._weighted:
-            return 1 if p is not None and p > 4 else 0  # rabbit_fifo:priority_tag/1
         return 4 if p is None else max(0, min(p, 31))  # rabbit_fifo:msg_priority/1
 
     def _level(self, e: Entry) -> int:
-        top = len(self._levels) - (2 if self.is_quorum and len(self._levels) > 1 else 1)
-        return min(e.priority, top)
+        if self._qq_prio:
+            return 1 if e.priority > 4 else 0
+        if self._qq_strict:
+            return min(e.priority, 31)  # rabbit_fifo:msg_priority/1 (set by _entry_priority; requeues: 4)
+        return min(e.priority, len(self._levels) - 1)
+
+    def _qq_next(self) -> deque[Entry] | None:
+        """4.0+ quorum: the level the next message comes from (rabbit_fifo get_next_msg / rabbit_fifo_q:next)."""
+        no, hi, returns = self._levels
+        if returns:
+            return returns
+        if hi and no and self._qq_counter == 2:
+            return hi if hi[0].seq < no[0].seq else no
+        return hi or no or None
 
     def _iter_ready(self) -> Iterator[Entry]:
         for level in reversed(self._levels):
@@ -195,38 +210,18 @@ class Queue:
         """Ready messages in delivery order."""
         return list(self._iter_ready())
 
-    def _weighted_level(self) -> deque[Entry] | None:
-        """4.0 - 4.2 quorum queues (``rabbit_fifo_q:next/1``): returns first, then "high" unless it is the
-        third take in a row and the oldest normal message is older than the oldest high one."""
-        returns, hi, no = self._levels[2], self._levels[1], self._levels[0]
-        if returns:
-            return returns
-        if hi and no and self._dequeue_counter == 2:
-            return hi if hi[0].seq < no[0].seq else no
-        if hi:
-            return hi
-        return no or None
-
     def _head(self) -> Entry | None:
-        if self._weighted:
-            level = self._weighted_level()
-            return level[0] if level else None
+        if self._qq_prio:
+            nxt = self._qq_next()
+            return nxt[0] if nxt else None
         for level in reversed(self._levels):
             if level:
                 return level[0]
         return None
 
     def _pop_head(self) -> Entry:
-        if self._weighted:
-            level = self._weighted_level()
-            if level is None:
-                raise IndexError("queue is empty")
-            if level is not self._levels[2]:
-                self._dequeue_counter = 0 if self._dequeue_counter == 2 else self._dequeue_counter + 1
-            e = level.popleft()
-            self.ready_count -= 1
-            self.ready_bytes -= self.msg_bytes(e.msg)
-            return e
+        if self._qq_prio:
+            return self._qq_pop()
         for level in reversed(self._levels):
             if level:
                 e = level.popleft()
@@ -234,6 +229,19 @@ class Queue:
                 self.ready_bytes -= self.msg_bytes(e.msg)
                 return e
         raise IndexError("queue is empty")
+
+    def _qq_pop(self) -> Entry:
+        """4.0+ quorum: take the next message (rabbit_fifo take_next_msg: returns first, else rabbit_fifo_q:out,
+        which counts its dequeues: every third may go to an older normal-priority message)."""
+        level = self._qq_next()
+        if level is None:
+            raise IndexError("queue is empty")
+        if level is not self._levels[2]:
+            self._qq_counter = 0 if self._qq_counter == 2 else self._qq_counter + 1
+        e = level.popleft()
+        self.ready_count -= 1
+        self.ready_bytes -= self.msg_bytes(e.msg)
+        return e
 
     def _push_tail(self, e: Entry) -> None:
         self._levels[self._level(e)].append(e)
@@ -243,14 +251,11 @@ class Queue:
     def _push_front(self, e: Entry) -> None:
         # Quorum queues keep returned messages in a FIFO "returns" queue served before the others
         # (rabbit_fifo lqueue:in): a return goes after earlier returns still waiting at the head.
-        if len(self._levels) > 1:
-            self._levels[-1].append(e)  # the returns queue, above every priority class
-        else:
-            level = self._levels[0]
-            i = 0
-            while i < len(level) and level[i].redelivered:
-                i += 1
-            level.insert(i, e)
+        level = self._levels[-1 if self._qq_prio or self._qq_strict else self._level(e)]  # 4.0+ quorum: returns
+        i = 0
+        while i < len(level) and level[i].redelivered:
+            i += 1
+        level.insert(i, e)
         self.ready_count += 1
         self.ready_bytes += self.msg_bytes(e.msg)
 
@@ -340,6 +345,8 @@ class Queue:
         ttl = s.message_ttl
         if msg.ttl_ms is not None and (ttl is None or msg.ttl_ms < ttl):
             ttl = msg.ttl_ms
+        if ttl is not None:
+            self._ttl_seen = True
         levels = self._levels
         entry = Entry(
             msg,
@@ -429,6 +436,10 @@ class Queue:
                 size += self.msg_bytes(e.msg)
             self.ready_count -= len(gone)
             self.ready_bytes -= size
+        elif self._qq_strict:
+            if not self._ttl_seen:
+                return
+            gone = self._qq_expire_heads()
         else:
             head = self._head()
             if head is None or head.expires_at is None:
@@ -444,12 +455,35 @@ class Queue:
             self.vhost.dead_letter(self, expired, "expired", self._counts(gone))
         self._schedule_ttl()
 
+    def _qq_expire_heads(self) -> list[Entry]:
+        """4.3 quorum (rabbit_fifo expire_batch): the expired run at the head of the returns and of every priority
+        level, highest first; RabbitMQ checks when the next message is due or its timer (the earliest head) fires,
+        which on the virtual clock is the same moment."""
+        now = self.vhost.broker.clock.now_ms()
+        expired: list[Entry] = []
+        size = 0
+        for level in reversed(self._levels):
+            while level:
+                at = level[0].expires_at
+                if at is None or at > now:
+                    break
+                e = level.popleft()
+                expired.append(e)
+                size += self.msg_bytes(e.msg)
+        self.ready_count -= len(expired)
+        self.ready_bytes -= size
+        return expired
+
     def _schedule_ttl(self) -> None:
         """Keep one timer, at the head's expiry (if it has one)."""
         levels = self._levels
         if len(levels) == 1:
             level = levels[0]
             at = level[0].expires_at if level else None
+        elif self._qq_strict:
+            # 4.3 quorum (rabbit_fifo timer_effect): the earliest expiry among the head of every level
+            heads = [lv[0].expires_at for lv in levels if lv and lv[0].expires_at is not None] if self._ttl_seen else []
+            at = min(heads) if heads else None
         else:
             head = self._head()
             at = head.expires_at if head is not None else None
@@ -647,7 +681,7 @@ class Queue:
                 else:
                     if len(self._levels) > 1:
                         # rabbit_fifo #requeue{} (no delivery limit): enqueued anew, at the default priority
-                        e.priority = 0 if self._weighted else 4
+                        e.priority = 4
                         e.seq = next(_seq)
                     self._push_tail(e)
             else:
@@ -691,6 +725,17 @@ class Queue:
             level.clear()
         self.ready_count = 0
         self.ready_bytes = 0
+
+    def consumer_count(self) -> int:
+        """``queue.declare-ok``'s consumer_count. Quorum queues report rabbit_fifo's consumers map: with single
+        active consumer only the active one (the others wait apart), and every unsettled manual-ack
+        ``basic.get`` is a consumer of its own (its delivery tag is the consumer tag) until it is settled."""
+        n = len(self.consumers)
+        if self.is_quorum:
+            if n and self.settings.single_active_consumer:
+                n = 1
+            n += self.unsettled_gets
+        return n
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "messages": self.ready_count, "consumers": len(self.consumers)}

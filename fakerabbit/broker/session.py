@@ -156,7 +156,15 @@ class Session:
             if self.reply_to_token is None:
                 raise errors.PreconditionFailed("fast reply consumer does not exist")
             props = props.replace(reply_to=f"{REPLY_TO}.{self.reply_to_token}")
-        msg = Message.from_publish(exchange, routing_key, props, body, ttl_ms=ttl, msg_id=self.broker.next_msg_id())
+        msg = Message.from_publish(
+            exchange,
+            routing_key,
+            props,
+            body,
+            ttl_ms=ttl,
+            msg_id=self.broker.next_msg_id(),
+            sort_headers=self.broker.profile.message_containers,
+        )
         if self.broker.profile.client_x_death != "ignore":
             self.broker.dead_letters.adopt_client_deaths(msg)
         seq = 0
@@ -260,7 +268,9 @@ class Session:
             )
         if q.is_quorum and self.global_prefetch:
             raise errors.NotImplemented_(f"{errors.rs_queue(q.name, self.vhost.name)} does not support global qos")
-        if (exclusive and q.consumers) or any(c.exclusive for c in q.consumers):
+        if not q.is_quorum and (
+            (exclusive and (q.consumers or _sac_classic(q))) or any(c.exclusive for c in q.consumers)
+        ):  # quorum queues ignore exclusive consumes (checked live on 3.10.8, 4.0.5, 4.3.6)
             raise errors.AccessRefused(f"{errors.rs_queue(q.name, self.vhost.name)} in exclusive use")
         prio = arguments.get("x-priority")
         priority = int(prio[1]) if prio is not None and isinstance(prio[1], int) else 0
@@ -351,6 +361,8 @@ class Session:
     def get(self, queue_name: str, no_ack: bool) -> GetResult | None:
         self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", queue_name)
         q = self.vhost.get_queue(queue_name, self.conn)
+        if q.is_quorum and q.settings.single_active_consumer:
+            raise errors.ResourceLocked(_sac_get_refused(q, self.broker.profile.sac_get_error_prints_type_term))
         q.touch()
         e = q.fetch()
         if e is None:
@@ -362,6 +374,8 @@ class Session:
             self.unacked[tag] = Unacked(tag, q, e, None)
             self.global_unacked += 1
             self.unacked_bytes += q.msg_bytes(e.msg)
+            if q.is_quorum:
+                q.unsettled_gets += 1
         msg = e.msg
         self.broker.events.record(DELIVERED_GET, msg.id, q.name, tag)
         return GetResult(
@@ -410,6 +424,7 @@ class Session:
         self._settle(kind, taken, requeue)
 
     def _settle(self, kind: str, taken: list[Unacked], requeue: bool) -> None:
+        _gets_settled(taken)
         for u in taken:
             if kind == "ack":
                 u.queue.ack(u.entry)
@@ -420,6 +435,7 @@ class Session:
     def recover(self) -> None:
         """basic.recover(requeue=true): every unacked message goes back to its queue, marked redelivered."""
         taken = self._take(0, True)
+        _gets_settled(taken)
         for q, entries in _group(taken):
             q.release(entries, failed=False)
         self._dispatch_all()
@@ -482,6 +498,9 @@ class Session:
         self.unacked.clear()
         self.global_unacked = 0
         self.unacked_bytes = 0
+        _gets_settled(taken)
+        for _kind, pending, _requeue in self._tx_settles:
+            _gets_settled(pending)
         for q, entries in _group(taken):
             q.release(entries)
 
@@ -497,6 +516,27 @@ def _v1_decodable(token: str) -> bool:
     except ValueError:
         return False
     return raw[:1] == b"\x83"
+
+
+def _sac_get_refused(q: Queue, type_term: bool) -> str:
+    """The 405 text for ``basic.get`` on a quorum queue with single active consumer."""
+    kind = '<<"quorum">>' if type_term else "quorum"
+    return (
+        f"cannot obtain access to locked {errors.rs_queue(q.name, q.vhost.name)}. basic.get operations "
+        f"are not supported by {kind} queues with single active consumer"
+    )
+
+
+def _sac_classic(q: Queue) -> bool:
+    """rabbit_amqqueue_process refuses every exclusive consume on a classic single-active-consumer queue."""
+    return q.queue_type == "classic" and q.settings.single_active_consumer
+
+
+def _gets_settled(taken: Iterable[Unacked]) -> None:
+    """Quorum ``basic.get`` deliveries settled (or released): their rabbit_fifo consumers go away."""
+    for u in taken:
+        if u.consumer is None and u.queue.is_quorum:
+            u.queue.unsettled_gets -= 1
 
 
 def _group(taken: Iterable[Unacked]) -> list[tuple[Queue, list[Entry]]]:

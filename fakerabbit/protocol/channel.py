@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fakerabbit.broker import errors
-from fakerabbit.broker.properties import PropertiesError, RawProperties, sort_headers
+from fakerabbit.broker.properties import PropertiesError, RawProperties
 from fakerabbit.broker.session import Session
 from fakerabbit.protocol import erlfmt, framing
 from fakerabbit.protocol.codec import (
@@ -81,7 +81,6 @@ class ChannelHandler:
         # publisher confirms waiting to be sent, coalesced (see send_confirm)
         self._confirmed: list[int] = []
         self._rejected: list[int] = []
-        self._sort_headers = conn.rules.sort_headers
         major = int(conn.broker.profile.server_version.split(".")[0])
         self._max_message_size = _MAX_MESSAGE_SIZE_4 if major >= 4 else _MAX_MESSAGE_SIZE_3
 
@@ -317,8 +316,6 @@ class ChannelHandler:
     ) -> None:
         if self._confirmed or self._rejected:
             self.flush_confirms()  # a delivery never overtakes the confirms of publishes handled before it
-        if self._sort_headers:
-            props = sort_headers(props)
         method = framing.encode_method(
             self.number, Deliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
         )
@@ -327,8 +324,6 @@ class ChannelHandler:
     def send_return(
         self, reply_code: int, reply_text_: str, exchange: str, routing_key: str, props: bytes, body: bytes
     ) -> None:
-        if self._sort_headers:
-            props = sort_headers(props)
         method = framing.encode_method(self.number, Return(reply_code, reply_text_, exchange, routing_key))
         self.conn.write_many([method, *framing.encode_content(self.number, props, body, self.conn.frame_max)])
 
@@ -383,7 +378,5 @@ class ChannelHandler:
     def send_get(self, method: base.Frame, props: bytes, body: bytes) -> None:
         if self._confirmed or self._rejected:
             self.flush_confirms()
-        if self._sort_headers:
-            props = sort_headers(props)
         head = framing.encode_method(self.number, method)
         self.conn.write_many([head, *framing.encode_content(self.number, props, body, self.conn.frame_max)])

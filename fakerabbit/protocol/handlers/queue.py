@@ -34,7 +34,7 @@ def queue_declare(ch: ChannelHandler, m: commands.Queue.Declare, payload: bytes)
     )
     session.last_queue = q.name
     if not m.nowait:
-        ch.send(DeclareOk(q.name, q.ready_count, len(q.consumers)))
+        ch.send(DeclareOk(q.name, q.ready_count, q.consumer_count()))
 
 
 def _binding(ch: ChannelHandler, m: commands.Queue.Bind | commands.Queue.Unbind, payload: bytes, unbind: bool) -> None:

@@ -1,0 +1,344 @@
+"""Rules the differential fuzzer found (tests/differential/FOUND.md), each checked on every live version.
+
+- Headers are delivered sorted by key, duplicates removed, from 3.13 (``mc_amqpl:protocol_state/2``).
+- Quorum queues count each unsettled ``basic.get`` as a consumer (rabbit_fifo), and with single active consumer
+  only the active consumer.
+- An exclusive consume on a classic single-active-consumer queue is refused, even on an unused queue; quorum
+  queues ignore ``exclusive`` on a consume altogether.
+- ``basic.get`` on a quorum queue with single active consumer is refused (405).
+- Quorum queue message priorities (4.0+) and what they do to TTL: only the next message out expires.
+- 3.x quorum queues: a consumer's first delivery has no ``x-delivery-count``; a get's has 0.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pika
+import pytest
+from pika.adapters.blocking_connection import BlockingChannel
+
+from fakerabbit.broker.fields import Field, decode_field, encode_table
+from tests.conformance.conftest import Target, pump
+from tests.conformance.rawclient import RawClient, RawMessage
+from tests.conformance.ttlhelpers import channel_error, eventually
+from tests.conformance.versions import for_versions
+
+# -- helpers --------------------------------------------------------------------------------------------
+
+
+def headers_block(entries: list[tuple[str, Field]]) -> bytes:
+    """A property block with only a headers table holding ``entries`` in this order (duplicates allowed)."""
+    body = b"".join(encode_table({k: f})[4:] for k, f in entries)
+    return struct.pack(">HI", 0x2000, len(body)) + body
+
+
+def wire_headers(msg: RawMessage) -> list[tuple[str, Field]] | None:
+    """The headers table of a block with only headers, as (key, field) pairs in wire order, duplicates kept."""
+    raw = msg.props.raw
+    if not struct.unpack_from(">H", raw)[0] & 0x2000:
+        return None
+    (size,) = struct.unpack_from(">I", raw, 2)
+    pos, end = 6, 6 + size
+    out: list[tuple[str, Field]] = []
+    while pos < end:
+        n = raw[pos]
+        key = raw[pos + 1 : pos + 1 + n].decode()
+        field, pos = decode_field(raw, pos + 1 + n)
+        out.append((key, field))
+    return out
+
+
+def quorum(broker: Target, ch: BlockingChannel, base: str = "qq", **args: Any) -> str:
+    q = broker.name(base)
+    ch.queue_declare(q, durable=True, arguments={"x-queue-type": "quorum", **args})
+    return q
+
+
+def raw_get(broker: Target, raw: RawClient, q: str) -> RawMessage:
+    msg = eventually(broker, lambda: raw.get(q, no_ack=False), lambda m: m is not None)
+    assert msg is not None
+    return msg
+
+
+# -- 3.13+: headers sorted by key, duplicates removed -----------------------------------------------------
+
+UNSORTED: list[tuple[str, Field]] = [
+    ("h", ("S", "a")),
+    ("g", ("S", "b")),
+    ("h", ("S", "c")),
+    ("n", ("F", {"z": ("l", 1), "a": ("l", 2)})),
+    ("B", ("l", 1)),
+    ("a", ("l", 3)),
+]
+SORTED_UNIQUE: list[tuple[str, Field]] = [
+    ("B", ("l", 1)),  # byte order: upper case first
+    ("a", ("l", 3)),
+    ("g", ("S", "b")),
+    ("h", ("S", "a")),  # the first of the duplicates
+    ("n", ("F", {"z": ("l", 1), "a": ("l", 2)})),  # nested tables untouched
+]
+
+
+@for_versions()
+def test_headers_sorted_and_unique_from_313(broker: Target, ch: BlockingChannel) -> None:
+    q = broker.name()
+    ch.queue_declare(q)
+    with RawClient(broker.url) as raw:
+        raw.publish("", q, headers_block(UNSORTED), b"x")
+        raw.publish("", q, headers_block([]), b"empty")
+        raw.publish("", q, headers_block(SORTED_UNIQUE), b"sorted")
+        raw.sync()
+        got = [wire_headers(raw_get(broker, raw, q)) for _ in range(3)]
+    if broker.at_least("3.13"):
+        assert got == [SORTED_UNIQUE, [], SORTED_UNIQUE]
+    else:
+        assert got == [UNSORTED, [], SORTED_UNIQUE]
+
+
+@for_versions()
+def test_headers_sorted_on_consume_and_return(broker: Target, conn: pika.BlockingConnection) -> None:
+    ch = conn.channel()
+    q = broker.name()
+    ch.queue_declare(q)
+    returned: list[list[str]] = []
+    ch.add_on_return_callback(lambda _c, _m, p, _b: returned.append(list(p.headers or {})))
+    props = pika.BasicProperties(headers={"zz": 1, "b": "x", "a": 2})
+    ch.basic_publish("", broker.name("nowhere"), b"r", props, mandatory=True)
+    ch.basic_publish("", q, b"c", props)
+    delivered: list[list[str]] = []
+    ch.basic_consume(q, lambda _c, _m, p, _b: delivered.append(list(p.headers or {})), auto_ack=True)
+    pump(conn, lambda: returned and delivered)
+    expected = ["a", "b", "zz"] if broker.at_least("3.13") else ["zz", "b", "a"]
+    assert (returned, delivered) == ([expected], [expected])
+
+
+@for_versions()
+def test_quorum_redelivery_headers_sorted(broker: Target, ch: BlockingChannel) -> None:
+    q = quorum(broker, ch)
+    with RawClient(broker.url) as raw:
+        raw.publish("", q, headers_block([("zz", ("S", "z")), ("a", ("S", "a"))]), b"x")
+        raw.sync()
+        first = raw_get(broker, raw, q)
+        raw.reject(first.delivery_tag, requeue=True)
+        again = raw_get(broker, raw, q)
+    keys = [k for k, _ in wire_headers(again) or []]
+    # 3.10 sorts too when it adds the header (rabbit_basic:add_header -> rabbit_misc:set_table_value).
+    if broker.at_least("4.3"):
+        assert keys == ["a", "x-acquired-count", "x-delivery-count", "zz"]
+    else:
+        assert keys == ["a", "x-delivery-count", "zz"]
+
+
+@for_versions()
+def test_dead_lettered_copy_headers_sorted(broker: Target, ch: BlockingChannel) -> None:
+    dlq = broker.name("dlq")
+    ch.queue_declare(dlq)
+    q = broker.name()
+    ch.queue_declare(q, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+    ch.basic_publish("", q, b"x", pika.BasicProperties(headers={"zz": 1, "a": 2}))
+    method, _, _ = eventually(broker, lambda: ch.basic_get(q), lambda r: r[0] is not None)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    _, props, _ = eventually(broker, lambda: ch.basic_get(dlq, auto_ack=True), lambda r: r[0] is not None)
+    assert list(props.headers)[:2] == ["a", "x-death"]
+    assert list(props.headers)[-1] == "zz"
+    assert list(props.headers) == sorted(props.headers)
+
+
+# -- quorum consumer_count: rabbit_fifo's consumers map ---------------------------------------------------
+
+
+def consumer_count(broker: Target, ch: BlockingChannel, q: str, expected: int) -> int:
+    """The passive declare's consumer_count (retried briefly on a real broker until it is ``expected``)."""
+    return eventually(broker, lambda: ch.queue_declare(q, passive=True).method.consumer_count, lambda n: n == expected)
+
+
+@for_versions()
+def test_quorum_unsettled_get_counts_as_a_consumer(broker: Target, conn: pika.BlockingConnection) -> None:
+    ch, other = conn.channel(), conn.channel()
+    q = quorum(broker, ch)
+    ch.confirm_delivery()
+    for i in range(6):
+        ch.basic_publish("", q, b"m%d" % i)
+    m1 = eventually(broker, lambda: ch.basic_get(q)[0], lambda m: m is not None)
+    m2 = ch.basic_get(q)[0]
+    assert m1 is not None and m2 is not None
+    assert consumer_count(broker, other, q, 2) == 2  # one per unsettled get, on the same channel
+    ch.basic_ack(m1.delivery_tag)
+    assert consumer_count(broker, other, q, 1) == 1
+    ch.basic_nack(m2.delivery_tag, requeue=True)
+    assert consumer_count(broker, other, q, 0) == 0
+    assert ch.basic_get(q, auto_ack=True)[0] is not None  # no_ack: settled at once, no consumer
+    assert consumer_count(broker, other, q, 0) == 0
+    third = conn.channel()
+    assert third.basic_get(q)[0] is not None and third.basic_get(q)[0] is not None
+    assert consumer_count(broker, other, q, 2) == 2
+    third.basic_ack(0, multiple=True)
+    assert consumer_count(broker, other, q, 0) == 0
+    assert third.basic_get(q)[0] is not None
+    assert consumer_count(broker, other, q, 1) == 1
+    third.close()  # released: the message goes back, the consumer away
+    assert consumer_count(broker, other, q, 0) == 0
+
+
+def test_quorum_get_acked_in_a_transaction_counts_until_commit(broker: Target, conn: pika.BlockingConnection) -> None:
+    ch, other = conn.channel(), conn.channel()
+    q = quorum(broker, ch)
+    ch.confirm_delivery()
+    ch.basic_publish("", q, b"m")
+    tx = conn.channel()
+    tx.tx_select()
+    m = eventually(broker, lambda: tx.basic_get(q)[0], lambda m: m is not None)
+    assert m is not None
+    tx.basic_ack(m.delivery_tag)
+    assert consumer_count(broker, other, q, 1) == 1  # the ack waits for the commit
+    tx.tx_commit()
+    assert consumer_count(broker, other, q, 0) == 0
+
+
+def test_classic_unsettled_get_is_not_a_consumer(broker: Target, ch: BlockingChannel) -> None:
+    q = broker.name()
+    ch.queue_declare(q)
+    ch.basic_publish("", q, b"m")
+    assert ch.basic_get(q)[0] is not None
+    assert ch.queue_declare(q, passive=True).method.consumer_count == 0
+
+
+# -- exclusive consume and single active consumer ---------------------------------------------------------
+
+
+def test_exclusive_consume_on_classic_single_active_consumer_queue_refused(broker: Target, ch: BlockingChannel) -> None:
+    q = broker.name()
+    ch.queue_declare(q, arguments={"x-single-active-consumer": True})
+    code, text = channel_error(lambda: ch.basic_consume(q, lambda *_: None, exclusive=True))
+    assert (code, text) == (403, f"ACCESS_REFUSED - queue '{q}' in vhost '/' in exclusive use")
+
+
+@pytest.mark.parametrize("sac", [False, True])
+def test_quorum_queues_ignore_exclusive_consume(broker: Target, conn: pika.BlockingConnection, sac: bool) -> None:
+    ch = conn.channel()
+    q = quorum(broker, ch, **{"x-single-active-consumer": sac})
+    ch.basic_consume(q, lambda *_: None, exclusive=True)
+    conn.channel().basic_consume(q, lambda *_: None)  # no 403: the exclusive consumer does not hold the queue
+    conn.channel().basic_consume(q, lambda *_: None, exclusive=True)  # nor does an exclusive one need it unused
+
+
+# -- quorum queues with single active consumer -----------------------------------------------------------
+
+
+@for_versions()
+def test_get_on_quorum_single_active_consumer_queue_refused(broker: Target, ch: BlockingChannel) -> None:
+    q = quorum(broker, ch, **{"x-single-active-consumer": True})
+    ch.basic_publish("", q, b"m")
+    code, text = channel_error(lambda: ch.basic_get(q))
+    kind = '<<"quorum">>' if broker.at_least("4.2") else "quorum"
+    assert (code, text) == (
+        405,
+        f"RESOURCE_LOCKED - cannot obtain access to locked queue '{q}' in vhost '/'. "
+        f"basic.get operations are not supported by {kind} queues with single active consumer",
+    )
+
+
+def test_quorum_single_active_consumer_counts_only_the_active_consumer(
+    broker: Target, conn: pika.BlockingConnection
+) -> None:
+    ch = conn.channel()
+    q = quorum(broker, ch, **{"x-single-active-consumer": True})
+    ch.basic_consume(q, lambda *_: None)
+    conn.channel().basic_consume(q, lambda *_: None)
+    other = conn.channel()
+    assert consumer_count(broker, other, q, 1) == 1
+    classic = broker.name("classic")
+    ch.queue_declare(classic, arguments={"x-single-active-consumer": True})
+    ch.basic_consume(classic, lambda *_: None)
+    conn.channel().basic_consume(classic, lambda *_: None)
+    assert other.queue_declare(classic, passive=True).method.consumer_count == 2  # classic: every consumer
+
+
+# -- quorum queue message priorities (4.0+) ---------------------------------------------------------------
+
+
+def publish_all(ch: BlockingChannel, q: str, messages: list[tuple[str, int | None, str | None]]) -> None:
+    ch.confirm_delivery()
+    for body, priority, expiration in messages:
+        ch.basic_publish("", q, body.encode(), pika.BasicProperties(priority=priority, expiration=expiration))
+
+
+def ready(broker: Target, ch: BlockingChannel, q: str, expected: int) -> int:
+    return eventually(broker, lambda: ch.queue_declare(q, passive=True).method.message_count, lambda n: n == expected)
+
+
+@for_versions()
+def test_quorum_expired_high_priority_message_at_its_head_is_dropped(broker: Target, ch: BlockingChannel) -> None:
+    q = quorum(broker, ch)
+    publish_all(ch, q, [("normal", None, None), ("high", 5, "0")])
+    # 4.0+: the priority-5 message is the next out (high before normal), so it expires at once
+    expected = 1 if broker.at_least("4.0") else 2
+    assert ready(broker, ch, q, expected) == expected
+    q2 = quorum(broker, ch, "qq2")
+    publish_all(ch, q2, [("normal", None, None), ("four", 4, "0")])  # same priority as a message without one
+    assert ready(broker, ch, q2, 2) == 2
+    q3 = quorum(broker, ch, "qq3")
+    publish_all(ch, q3, [("h0", 9, None), ("h1", 9, "0"), ("n0", None, None)])  # behind another: stays
+    assert ready(broker, ch, q3, 3) == 3
+
+
+@for_versions()
+def test_quorum_expired_message_at_the_head_of_a_lower_priority_is_dropped_on_43(
+    broker: Target, ch: BlockingChannel
+) -> None:
+    # 4.3 (rabbit_fifo timer_effect / expire_batch): the head of every priority level expires on time, not only
+    # the next message out; 4.0 - 4.2 and 3.x: only the next message out.
+    q = quorum(broker, ch)
+    publish_all(ch, q, [("normal", None, None), ("low", 1, "0")])
+    expected = 1 if broker.at_least("4.3") else 2
+    assert ready(broker, ch, q, expected) == expected
+    q2 = quorum(broker, ch, "qq2")
+    publish_all(ch, q2, [("normal", None, None), ("low", 1, "30")])
+    broker.advance(0.08)
+    assert ready(broker, ch, q2, expected) == expected
+
+
+@for_versions()
+def test_quorum_priority_delivery_order(broker: Target, ch: BlockingChannel) -> None:
+    q = quorum(broker, ch)
+    publish_all(ch, q, [("n0", None, None), ("n1", None, None), ("n2", None, None), ("p3", 3, None)])
+    publish_all(ch, q, [(f"h{i}", 9, None) for i in range(4)])
+    publish_all(ch, q, [("p4", 4, None), ("p7", 7, None)])
+    ready(broker, ch, q, 10)
+    got = []
+    for _ in range(10):
+        _, _, body = ch.basic_get(q, auto_ack=True)
+        got.append(body.decode())
+    if broker.at_least("4.3"):  # rabbit_fifo_pq: 0 - 31 strictly, no priority = 4
+        assert got == ["h0", "h1", "h2", "h3", "p7", "n0", "n1", "n2", "p4", "p3"]
+    elif broker.at_least("4.0"):  # rabbit_fifo_q: high (> 4) twice, then normal if its head is older
+        assert got == ["h0", "h1", "n0", "h2", "h3", "n1", "p7", "n2", "p3", "p4"]
+    else:
+        assert got == ["n0", "n1", "n2", "p3", "h0", "h1", "h2", "h3", "p4", "p7"]
+
+
+# -- x-delivery-count on the first delivery ---------------------------------------------------------------
+
+
+@for_versions()
+def test_quorum_first_delivery_count_header(broker: Target, conn: pika.BlockingConnection) -> None:
+    ch = conn.channel()
+    q = quorum(broker, ch)
+    publish_all(ch, q, [("plain", None, None)])
+    ch.basic_publish("", q, b"empty", pika.BasicProperties(headers={}))
+    ch.basic_publish("", q, b"own", pika.BasicProperties(headers={"zz": 1, "a": 2}))
+    ch.basic_publish("", q, b"got", pika.BasicProperties(headers={"zz": 1}))
+    ready(broker, ch, q, 4)
+    seen: list[tuple[bytes, Any]] = []
+    ch.basic_qos(prefetch_count=3)
+    ch.basic_consume(q, lambda _c, _m, p, b: seen.append((b, p.headers)))
+    pump(conn, lambda: len(seen) == 3)
+    _, props, _ = ch.basic_get(q)
+    if broker.at_least("3.13"):  # mc: the annotation is only added once the message was returned
+        assert seen == [(b"plain", None), (b"empty", {}), (b"own", {"a": 2, "zz": 1})]
+        assert props.headers == {"zz": 1}
+    else:  # 3.10: consumers get the publisher's headers untouched, a get x-delivery-count 0
+        assert seen == [(b"plain", None), (b"empty", {}), (b"own", {"zz": 1, "a": 2})]
+        assert list(props.headers.items()) == [("x-delivery-count", 0), ("zz", 1)]
