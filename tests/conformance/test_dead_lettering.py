@@ -296,6 +296,7 @@ def test_dl7_queue_expiry_does_not_dead_letter(broker: Target, ch) -> None:
 def test_dl9_no_dlx_means_discarded(broker: Target, ch, qtype: str) -> None:
     """DL-9: without a DLX a rejected, expired or dropped message is discarded and does not come back."""
     q = broker.name("q")
+    ch.confirm_delivery()  # a quorum queue applies the drop-head with the enqueue: confirmed, it is done
     declare(ch, q, qtype, x_max_length=2)
     for b in ("m1", "m2", "m3"):
         pub(ch, q, b)  # m1 dropped by max-length
