@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
@@ -16,37 +15,18 @@ from fakerabbit.broker.delayed import TYPE as DELAYED_TYPE
 from fakerabbit.broker.events import EventLog
 from fakerabbit.broker.policy import Policy, PolicyError, validate_policy
 from fakerabbit.broker.profile import Profile, get_profile
+from fakerabbit.broker.session import ConnectionInfo
 from fakerabbit.broker.vhost import Vhost
 from fakerabbit.clock import Clock
 
 if TYPE_CHECKING:
     from fakerabbit.broker.session import Session
 
+__all__ = ["MAX_PROBLEMS", "Broker", "ConnectionInfo"]
+
 
 #: How many problem lines :attr:`Broker.problems` keeps (older ones are counted, not kept).
 MAX_PROBLEMS = 1000
-
-
-@dataclass(slots=True, eq=False)
-class ConnectionInfo:
-    """A client connection as the broker sees it."""
-
-    id: int
-    user: str
-    vhost: str
-    peer: str = ""
-    client_properties: dict[str, Any] = field(default_factory=dict)
-    sessions: dict[int, Session] = field(default_factory=dict)
-    # Set by the protocol layer: close(reply_code, reply_text) and drop() (reset, no close frame).
-    close: Callable[[int, str], None] | None = None
-    drop: Callable[[], None] | None = None
-    #: Names of the exclusive queues this connection declared, in order (kept by the vhost): closing the
-    #: connection deletes them without scanning every queue.
-    exclusive_queues: dict[str, None] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return f"{self.peer} -> fakerabbit" if self.peer else f"connection {self.id}"
 
 
 class Broker:

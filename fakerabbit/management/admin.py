@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.auth import InvalidRegexp, validate_regexp
-from fakerabbit.broker.broker import ConnectionInfo
 from fakerabbit.broker.policy import PolicyError
+from fakerabbit.broker.session import ConnectionInfo
 from fakerabbit.clock import FollowingClock, VirtualClock
 from fakerabbit.management.core import (
     Ctx,

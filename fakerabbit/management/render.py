@@ -17,10 +17,10 @@ from fakerabbit.broker.exchange import Binding, Exchange
 from fakerabbit.broker.fields import Field, FieldError, Table, from_python
 from fakerabbit.broker.policy import Policy
 from fakerabbit.broker.queue import Consumer, Queue
+from fakerabbit.broker.session import ConnectionInfo, Session
 
 if TYPE_CHECKING:
-    from fakerabbit.broker.broker import Broker, ConnectionInfo
-    from fakerabbit.broker.session import Session
+    from fakerabbit.broker.broker import Broker
     from fakerabbit.protocol.connection import AMQPConnection
     from fakerabbit.server import Server
 
@@ -205,7 +205,8 @@ def channels(broker: Broker, conns: Connections) -> Iterator[tuple[ConnectionInf
 
 def consumer_json(c: Consumer, conns: Connections) -> dict[str, Any]:
     """``GET /api/consumers`` item (and ``consumer_details`` of a queue)."""
-    info = c.session.conn
+    session = _session(c)
+    info = session.conn
     peer_host, peer_port = _split_peer(info.peer)
     q = c.queue
     active = not q.settings.single_active_consumer or (bool(q.consumers) and q.consumers[0] is c)
@@ -219,9 +220,9 @@ def consumer_json(c: Consumer, conns: Connections) -> dict[str, Any]:
         "activity_status": status,
         "channel_details": {
             "connection_name": conns.name(info),
-            "name": channel_name(info, c.session.number, conns),
+            "name": channel_name(info, session.number, conns),
             "node": NODE,
-            "number": c.session.number,
+            "number": session.number,
             "peer_host": peer_host,
             "peer_port": peer_port,
             "user": info.user,
@@ -284,7 +285,7 @@ def queue_json(q: Queue, conns: Connections, unacked: dict[int, int], *, details
         out["messages"] += held
         out["message_bytes"] += held_bytes
     if q.exclusive_owner is not None:
-        owner = q.vhost.broker.connections.get(q.exclusive_owner)
+        owner = conns.server.broker.connections.get(q.exclusive_owner)
         if owner is not None:
             out["owner_pid_details"] = _connection_details(owner, conns)
     if details:
@@ -357,3 +358,9 @@ def policy_json(p: Policy) -> dict[str, Any]:
         "definition": dict(p.definition),
         "priority": p.priority,
     }
+
+
+def _session(c: Consumer) -> Session:
+    """The broker session (channel) of consumer ``c`` (queues see it through a narrow Protocol)."""
+    assert isinstance(c.session, Session)
+    return c.session

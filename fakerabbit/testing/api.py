@@ -20,7 +20,8 @@ from fakerabbit.testing.snapshots import (
 )
 
 if TYPE_CHECKING:
-    from fakerabbit.broker.broker import Broker, ConnectionInfo
+    from fakerabbit.broker.broker import Broker
+    from fakerabbit.broker.session import ConnectionInfo
     from fakerabbit.broker.vhost import Vhost
     from fakerabbit.server import Server
 

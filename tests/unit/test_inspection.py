@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 
 from fakerabbit import FakeRabbit
-from fakerabbit.broker.broker import ConnectionInfo
 from fakerabbit.broker.fields import table_from_python
 from fakerabbit.broker.properties import build_properties
-from fakerabbit.broker.session import Session
+from fakerabbit.broker.session import ConnectionInfo, Session
 from fakerabbit.testing import (
     ExchangeSnapshot,
     MessageSnapshot,

@@ -86,17 +86,6 @@ ROOTS = (PACKAGE, PACKAGE.parent / "conftest_plugin")
 KNOWN_CYCLES: tuple[frozenset[str], ...] = (
     frozenset(
         {
-            "fakerabbit.broker.broker",
-            "fakerabbit.broker.deadletter",
-            "fakerabbit.broker.delayed",
-            "fakerabbit.broker.dlx_worker",
-            "fakerabbit.broker.queue",
-            "fakerabbit.broker.session",
-            "fakerabbit.broker.vhost",
-        }
-    ),
-    frozenset(
-        {
             "fakerabbit.management",
             "fakerabbit.management.admin",
             "fakerabbit.management.api",
