@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -14,86 +13,17 @@ from urllib.parse import quote
 from fakerabbit.broker.broker import Broker
 from fakerabbit.broker.delayed import DEFAULT_PLUGINS
 from fakerabbit.clock import FollowingClock, SystemClock, VirtualClock, use_real_time
-from fakerabbit.protocol.alarms import ResourceAlarms
+from fakerabbit.protocol.listener import Listener
 from fakerabbit.testing.api import TestingAPI
 
 if TYPE_CHECKING:
     from fakerabbit.management import ManagementServer
-    from fakerabbit.protocol.connection import AMQPConnection
 
 T = TypeVar("T")
 
 
 #: What a client is told when the broker is reset under it (RabbitMQ's text when its node stops).
 RESET_CLOSE_TEXT = "broker forced connection closure with reason 'shutdown'"
-
-
-class Server:
-    """Accepts connections and owns write coalescing: frames produced while handling any event are written
-    once per connection at the end of that event (:meth:`flush`)."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.connections: set[AMQPConnection] = set()
-        self.dirty: set[AMQPConnection] = set()
-        #: Called on the loop before each batch of client bytes is handled (the following clock catches up).
-        self.on_inbound: Callable[[], object] | None = None
-        #: Memory/disk alarms and the publisher blocking they cause (see fakerabbit.protocol.alarms).
-        self.alarms = ResourceAlarms(self)
-        self._server: asyncio.base_events.Server | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        #: RabbitMQ's ``loopback_users``: these users may log in only from a loopback address.
-        self.loopback_users: frozenset[str] = frozenset({"guest"})
-
-    async def start(self, host: str, port: int) -> int:
-        from fakerabbit.protocol.connection import AMQPConnection
-
-        self.loop = asyncio.get_running_loop()
-        self._server = await self.loop.create_server(lambda: AMQPConnection(self), host, port, reuse_address=True)
-        sock = self._server.sockets[0]
-        return int(sock.getsockname()[1])
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for c in list(self.connections):
-            c.abort()
-        if self._server is not None:
-            await self._server.wait_closed()
-        self._server = None
-
-    def flush(self) -> None:
-        if self.alarms.memory_high_watermark is not None:
-            self.alarms.check()
-        while self.dirty:
-            conn = self.dirty.pop()
-            conn.flush()
-
-    def drain_inbound(self) -> None:
-        """Process bytes clients have already sent but the loop has not read yet.
-
-        Called before the virtual clock moves, so that a message published just before ``advance()`` is
-        enqueued before time passes (loopback TCP makes the bytes readable the moment ``send`` returns).
-        """
-        for conn in list(self.connections):
-            transport = conn.transport
-            if transport is None or conn.closed:
-                continue
-            sock = transport.get_extra_info("socket")
-            if sock is None:
-                continue
-            fd = sock.fileno()
-            while not conn.closed:
-                try:
-                    data = os.read(fd, 262144)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:
-                    break
-                if not data:
-                    break
-                conn.data_received(data)
-        self.flush()
 
 
 AnyClock = VirtualClock | FollowingClock | SystemClock
@@ -183,7 +113,7 @@ class FakeRabbit(TestingAPI):
         if dead_letter_retry_interval <= 0:
             raise ValueError("dead_letter_retry_interval must be positive")
         self.broker.dead_letter_confirm_timeout_ms = round(dead_letter_retry_interval * 1000)
-        self.server = Server(self.broker)
+        self.server = Listener(self.broker)
         self.server.loopback_users = frozenset(loopback_users)
         self.server.alarms.memory_high_watermark = memory_high_watermark
         self._thread: threading.Thread | None = None

@@ -22,7 +22,7 @@ from fakerabbit.broker.session import ConnectionInfo, Session
 if TYPE_CHECKING:
     from fakerabbit.broker.broker import Broker
     from fakerabbit.protocol.connection import AMQPConnection
-    from fakerabbit.server import Server
+    from fakerabbit.protocol.listener import Listener
 
 NODE = "rabbit@fakerabbit"
 PREDECLARED = frozenset({"", "amq.direct", "amq.fanout", "amq.topic", "amq.headers", "amq.match", "amq.rabbitmq.trace"})
@@ -94,7 +94,7 @@ def _split_peer(peer: str) -> tuple[str, int]:
 class Connections:
     """Finds the AMQP connection objects behind the broker's :class:`ConnectionInfo` records."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Listener) -> None:
         self.server = server
 
     def protocol(self, info: ConnectionInfo) -> AMQPConnection | None:

@@ -8,7 +8,7 @@ from fakerabbit.management.api import ManagementAPI
 from fakerabbit.management.http import HTTPServer
 
 if TYPE_CHECKING:
-    from fakerabbit.server import FakeRabbit
+    from fakerabbit.management.core import ServedNode
 
 
 class ManagementListenError(OSError):
@@ -22,7 +22,7 @@ class ManagementListenError(OSError):
 class ManagementServer:
     """Serves the RabbitMQ-compatible management API on the FakeRabbit's event loop."""
 
-    def __init__(self, rabbit: FakeRabbit, host: str, port: int) -> None:
+    def __init__(self, rabbit: ServedNode, host: str, port: int) -> None:
         self.host = host
         self.requested_port = port
         self.port = 0

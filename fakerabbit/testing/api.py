@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from fakerabbit.broker.broker import Broker
     from fakerabbit.broker.session import ConnectionInfo
     from fakerabbit.broker.vhost import Vhost
-    from fakerabbit.server import Server
+    from fakerabbit.protocol.listener import Listener
 
 T = TypeVar("T")
 
@@ -41,7 +41,7 @@ class TestingAPI:
     __test__ = False  # not a pytest test class
 
     broker: Broker
-    server: Server
+    server: Listener
 
     def call(self, fn: Callable[[], T]) -> T:  # implemented by FakeRabbit
         raise NotImplementedError
