@@ -207,6 +207,7 @@ async def _serve(args: argparse.Namespace) -> int:
     if definitions is not None:
         try:
             import_definitions(rabbit.broker, definitions)
+            rabbit.broker.keep_definitions()  # what `ctl reset` restores, as RabbitMQ's load_definitions at boot
         except (DefinitionsError, PolicyError, AMQPError) as exc:
             reason = describe_error(exc).strip().replace("\n\n", ": ")
             print(f"fakerabbit: cannot load definitions from {args.definitions}: {reason}", file=sys.stderr)

@@ -344,7 +344,9 @@ class FakeRabbit(TestingAPI):
         self._after_inbound(lambda: self.broker.clear_policy(name, vhost=vhost, operator=True))
 
     def reset(self) -> None:
-        """Drop all connections and state (queues, exchanges, bindings, policies, events); keep users."""
+        """Drop all connections and state (queues, exchanges, bindings, policies, events) and go back to the
+        initial definitions: the vhosts, users, tags and permissions the constructor gave, whatever the management
+        API created, changed or deleted since."""
 
         def do() -> None:
             for conn in list(self.server.connections):

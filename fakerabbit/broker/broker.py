@@ -76,18 +76,37 @@ class Broker:
         self._msg_ids = itertools.count(1)
         for name in self._initial_vhosts:
             self.add_vhost(name)
+        self._initial_auth = self.auth.snapshot()
 
     def next_msg_id(self) -> int:
         return next(self._msg_ids)
 
     # -- vhosts and users -----------------------------------------------------------------------------------
-    def add_vhost(self, name: str) -> Vhost:
+    def add_vhost(self, name: str, *, owner: str | None = None) -> Vhost:
+        """The vhost ``name``, created if it does not exist. A new vhost gives full permissions to ``owner`` only
+        (RabbitMQ: its creator), or to every user when there is no owner (the constructor, definitions)."""
         v = self.vhosts.get(name)
         if v is None:
             v = self.vhosts[name] = Vhost(self, name)
-            for user in self.auth.users:
+            for user in [owner] if owner is not None else list(self.auth.users):
                 self.auth.set_permissions(user, name)
         return v
+
+    def delete_vhost(self, name: str) -> None:
+        """Delete vhost ``name``: its connections are closed (320), its contents and permissions go."""
+        v = self.vhost(name)
+        for info in [c for c in self.connections.values() if c.vhost == name]:
+            if info.close is not None:
+                info.close(320, f"vhost '{name}' is deleted")
+        v.reset()
+        del self.vhosts[name]
+        self.auth.forget_vhost(name)
+
+    def keep_definitions(self) -> None:
+        """What :meth:`reset` restores becomes the vhosts, users, tags and permissions as they are now (``fakerabbit
+        serve --definitions`` calls it after the import)."""
+        self._initial_vhosts = tuple(self.vhosts)
+        self._initial_auth = self.auth.snapshot()
 
     def vhost(self, name: str) -> Vhost:
         v = self.vhosts.get(name)
@@ -172,12 +191,15 @@ class Broker:
             problems.insert(0, self._fold_line)
 
     def reset(self) -> None:
-        """Back to a fresh node: every vhost emptied and re-created with its predeclared exchanges."""
+        """Back to a fresh node: the initial vhosts (emptied, with their predeclared exchanges), users, tags and
+        permissions, whatever was created, changed or deleted since (through the management API included)."""
         for v in self.vhosts.values():
             v.reset()
-        for name in list(self.vhosts):
-            if name not in self._initial_vhosts:
-                del self.vhosts[name]
+        old = dict(self.vhosts)
+        self.vhosts.clear()
+        for name in self._initial_vhosts:
+            self.vhosts[name] = old.get(name) or Vhost(self, name)
+        self.auth.restore(self._initial_auth)
         self.connections.clear()
         self.events.clear()
         self.problems.clear()
