@@ -349,11 +349,10 @@ class FakeRabbit(TestingAPI):
         API created, changed or deleted since."""
 
         def do() -> None:
-            for conn in list(self.server.connections):
-                # Everything is wiped below: skip the orderly teardown (requeueing unacked messages, deleting
-                # exclusive queues one by one), which costs more than the rest of the reset. Clients are told
-                # 320 CONNECTION_FORCED, as RabbitMQ tells them when it stops for a reset.
-                conn.force_close(RESET_CLOSE_TEXT)
+            # Everything is wiped below: skip the orderly teardown (requeueing unacked messages, deleting
+            # exclusive queues one by one), which costs more than the rest of the reset. Clients are told
+            # 320 CONNECTION_FORCED, as RabbitMQ tells them when it stops for a reset.
+            self.server.force_close_all(RESET_CLOSE_TEXT)
             self.server.flush()
             self.broker.reset()
             self.server.alarms.reset()  # rabbit.block() and alarms raised by hand do not outlive the test

@@ -21,8 +21,7 @@ from fakerabbit.broker.session import ConnectionInfo, Session
 
 if TYPE_CHECKING:
     from fakerabbit.broker.broker import Broker
-    from fakerabbit.protocol.connection import AMQPConnection
-    from fakerabbit.protocol.listener import Listener
+    from fakerabbit.protocol.listener import ConnectionDetails, Listener
 
 NODE = "rabbit@fakerabbit"
 PREDECLARED = frozenset({"", "amq.direct", "amq.fanout", "amq.topic", "amq.headers", "amq.match", "amq.rabbitmq.trace"})
@@ -97,20 +96,13 @@ class Connections:
     def __init__(self, server: Listener) -> None:
         self.server = server
 
-    def protocol(self, info: ConnectionInfo) -> AMQPConnection | None:
-        for c in self.server.connections:
-            if c.info is info:
-                return c
-        return None
+    def details(self, info: ConnectionInfo) -> ConnectionDetails | None:
+        return self.server.details(info)
 
     def name(self, info: ConnectionInfo) -> str:
         """RabbitMQ's connection name: ``"127.0.0.1:50000 -> 127.0.0.1:5672"``."""
-        conn = self.protocol(info)
-        local = ""
-        if conn is not None and conn.transport is not None:
-            sock = conn.transport.get_extra_info("sockname")
-            if isinstance(sock, tuple):
-                local = f"{sock[0]}:{sock[1]}"
+        d = self.details(info)
+        local = f"{d.local_host}:{d.local_port}" if d is not None and d.local_host else ""
         return f"{info.peer} -> {local}" if info.peer and local else info.name
 
     def all(self, broker: Broker) -> list[ConnectionInfo]:
@@ -125,14 +117,10 @@ class Connections:
 
 def connection_json(info: ConnectionInfo, conns: Connections) -> dict[str, Any]:
     """``GET /api/connections`` item."""
-    conn = conns.protocol(info)
+    conn = conns.details(info)
     name = conns.name(info)
     peer_host, peer_port = _split_peer(info.peer)
-    host, port = "", 0
-    if conn is not None and conn.transport is not None:
-        sock = conn.transport.get_extra_info("sockname")
-        if isinstance(sock, tuple):
-            host, port = str(sock[0]), int(sock[1])
+    host, port = (conn.local_host, conn.local_port) if conn is not None else ("", 0)
     props = jsonable(dict(info.client_properties))
     user_name = props.get("connection_name") if isinstance(props, dict) else None
     out: dict[str, Any] = {

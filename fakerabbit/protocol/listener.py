@@ -9,15 +9,27 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fakerabbit.broker.broker import Broker
+from fakerabbit.broker.broker import Broker, ConnectionInfo
 from fakerabbit.protocol.alarms import ResourceAlarms
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
 
-__all__ = ["Listener"]
+__all__ = ["ConnectionDetails", "Listener"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionDetails:
+    """What the wire knows of a connection and the broker does not: its local address and tuned limits."""
+
+    local_host: str
+    local_port: int
+    channel_max: int
+    frame_max: int
+    heartbeat: int
 
 
 class Listener:
@@ -53,6 +65,40 @@ class Listener:
         if self._server is not None:
             await self._server.wait_closed()
         self._server = None
+
+    def details(self, info: ConnectionInfo) -> ConnectionDetails | None:
+        """The wire details of the connection behind ``info`` (None once it is gone)."""
+        for c in self.connections:
+            if c.info is info:
+                host, port = "", 0
+                sock = c.transport.get_extra_info("sockname") if c.transport is not None else None
+                if isinstance(sock, tuple):
+                    host, port = str(sock[0]), int(sock[1])
+                return ConnectionDetails(host, port, c.channel_max, c.frame_max, c.heartbeat)
+        return None
+
+    def abort_all(self) -> int:
+        """Reset every client socket without a close frame (handshakes included); how many there were."""
+        conns = list(self.connections)
+        for c in conns:
+            c.abort()
+        return len(conns)
+
+    def close_all(self, reply_text: str) -> None:
+        """Close every open connection with 320 CONNECTION_FORCED ``reply_text``, in an orderly way (unacked
+        messages requeued); a connection still in its handshake is reset."""
+        for c in list(self.connections):
+            info = c.info
+            if info is not None and info.close is not None:
+                info.close(320, reply_text)
+            else:
+                c.abort()
+
+    def force_close_all(self, reply_text: str) -> None:
+        """Tell every connection 320 ``reply_text`` and drop it without the orderly teardown (the broker is
+        about to be wiped: requeueing and exclusive-queue deletion would be wasted)."""
+        for c in list(self.connections):
+            c.force_close(reply_text)
 
     def flush(self) -> None:
         if self.alarms.memory_high_watermark is not None:

@@ -206,10 +206,7 @@ class TestingAPI:
 
         def do() -> int:
             if where is None:
-                conns = list(self.server.connections)
-                for c in conns:
-                    c.abort()
-                return len(conns)
+                return self.server.abort_all()
             targets = self._select(where)
             for info in targets:
                 if info.drop is not None:
@@ -230,12 +227,10 @@ class TestingAPI:
         from fakerabbit.broker.restart import restart_broker
 
         def do() -> None:
-            for c in list(self.server.connections):
-                info = c.info
-                if graceful and info is not None and info.close is not None:
-                    info.close(320, SHUTDOWN_TEXT)
-                else:
-                    c.abort()
+            if graceful:
+                self.server.close_all(SHUTDOWN_TEXT)
+            else:
+                self.server.abort_all()
             restart_broker(self.broker)
 
         self._look(do)
