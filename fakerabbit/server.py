@@ -213,6 +213,7 @@ class FakeRabbit(TestingAPI):
         return self
 
     async def stop_async(self) -> None:
+        """Stop serving (the counterpart of :meth:`start_async`, on its loop): listeners closed, clients dropped."""
         await self._stop_servers()
         self._loop = None
 
