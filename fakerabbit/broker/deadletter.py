@@ -144,7 +144,7 @@ class DeadLetters:
                 if is_cycle(new, t.name, reason):
                     emit("dropped", new, queue=t.name, reason=reason, why="dead-letter cycle")
                     continue
-                t.publish(new, dead_lettered=True)
+                t.publish(new)
 
     # -- publishing side ------------------------------------------------------------------------------------
     def adopt_client_deaths(self, msg: Message) -> None:

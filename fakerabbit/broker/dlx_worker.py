@@ -158,7 +158,7 @@ class DeadLetterWorker:
         emit("dead-lettered", p.msg, queue=q.name, reason=p.reason, exchange=x.name, queues=[t.name for t in todo])
         refused = []
         for t in todo:
-            if t.publish(p.msg, dead_lettered=True):
+            if t.publish(p.msg):
                 p.settled.append(t.name)
             else:
                 refused.append(t.name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.fields import Field, Table, type_name
@@ -130,6 +130,3 @@ class Message:
     def header(self, name: str) -> Field | None:
         h = self.props.headers
         return None if h is None else h.get(name)
-
-    def describe(self) -> dict[str, Any]:
-        return {"exchange": self.exchange, "routing_keys": list(self.routing_keys), "size": self.size}

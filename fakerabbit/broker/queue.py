@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from fakerabbit.broker.events import EXPIRED
 from fakerabbit.broker.fields import Table
@@ -143,14 +143,6 @@ class Consumer:
         )
 
 
-def _min_opt(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
-
-
 class Queue:
     """One queue in a vhost. All methods run on the broker's single thread."""
 
@@ -186,7 +178,6 @@ class Queue:
         self._rr = 0
         self.unacked = 0
         self.deleted = False
-        self.had_consumers = False
         self._levels: list[deque[Entry]] = [deque()]
         #: 4.0 - 4.2 quorum priorities: two classes taken 2:1 (``rabbit_fifo_q``), and its dequeue counter
         self._weighted = False
@@ -369,7 +360,7 @@ class Queue:
             return "drop-head"
         return mode
 
-    def publish(self, msg: Message, *, dead_lettered: bool = False) -> bool:
+    def publish(self, msg: Message) -> bool:
         """Enqueue a routed message. Returns False when the queue rejects it (overflow reject-publish)."""
         s = self.settings
         mode = s.overflow
@@ -437,11 +428,6 @@ class Queue:
         ok_len = s.max_length is None or count <= 0.8 * s.max_length
         ok_bytes = s.max_length_bytes is None or size <= 0.8 * s.max_length_bytes
         return ok_len and ok_bytes
-
-    def _priority_of(self, msg: Message) -> int:
-        if len(self._levels) == 1:
-            return 0
-        return msg.priority
 
     def _drop_over_limit(self) -> bool:
         """drop-head: remove (and dead-letter, reason ``maxlen``) head messages while over a limit."""
@@ -541,7 +527,6 @@ class Queue:
     # -- consumers and dispatch -----------------------------------------------------------------------------
     def add_consumer(self, c: Consumer) -> None:
         self.consumers.append(c)
-        self.had_consumers = True
         if self._expiry_timer is not None:
             self.ctx.clock.cancel(self._expiry_timer)
             self._expiry_timer = None
@@ -740,9 +725,6 @@ class Queue:
             level.clear()
         self.ready_count = 0
         self.ready_bytes = 0
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "messages": self.ready_count, "consumers": len(self.consumers)}
 
     def restart(self, survives: Callable[[Entry], bool], why: str) -> None:
         """The node restarted (``restart.py``): keep the ready messages ``survives`` accepts, drop the rest (each an

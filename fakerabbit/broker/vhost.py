@@ -229,14 +229,6 @@ class Vhost:
                 self._maybe_auto_delete(other)
         self.broker.events.emit("exchange-deleted", None, exchange=x.name)
 
-    def _bindings_to(self, kind: str, name: str) -> list[Binding]:
-        return [
-            b
-            for x in self.exchanges.values()
-            for b in x.bindings
-            if b.destination_kind == kind and b.destination == name
-        ]
-
     def _maybe_auto_delete(self, x: Exchange) -> None:
         if x.auto_delete and not x.bindings and x.name in self.exchanges:
             self.remove_exchange(x)
