@@ -1,4 +1,5 @@
-"""The TCP server and :class:`FakeRabbit`, the object tests and the CLI start."""
+"""The composition root: :class:`FakeRabbit`, the object tests and the CLI start. It wires the broker, the clock,
+the AMQP listener (``protocol/listener.py``) and the management API together; nothing below imports it."""
 
 from __future__ import annotations
 
