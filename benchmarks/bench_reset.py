@@ -50,7 +50,7 @@ def fill(rabbit: FakeRabbit, *, queues: int, messages: int) -> None:
     """Queues, bindings, messages and a policy, created on the server's loop without sockets."""
 
     def do() -> None:
-        broker = rabbit.broker
+        broker = rabbit._broker
         v = broker.vhost("/")
         conn = broker.open_connection("guest", "/", client_properties={})
         s = Session(conn, 1, v, _Sink())
@@ -71,7 +71,7 @@ def fill(rabbit: FakeRabbit, *, queues: int, messages: int) -> None:
         broker.close_connection(conn)
         broker.set_policy("p", "^q", {"max-length": 1_000_000}, apply_to="queues")
 
-    rabbit.call(do)
+    rabbit._call(do)
 
 
 def pika_state(rabbit: FakeRabbit, connections: int, queues: int, messages: int) -> list[pika.BlockingConnection]:
@@ -107,7 +107,7 @@ def time_resets(rabbit: FakeRabbit, scenario: str, reps: int) -> list[float]:
         t = time.perf_counter()
         reset_for_test(rabbit, None)
         out.append((time.perf_counter() - t) * 1e6)
-        assert not rabbit.broker.vhost("/").queues, "reset left queues behind"
+        assert not rabbit._broker.vhost("/").queues, "reset left queues behind"
         for c in conns:
             with contextlib.suppress(Exception):
                 c.close()

@@ -206,14 +206,15 @@ async def _serve(args: argparse.Namespace) -> int:
         return 1
     if definitions is not None:
         try:
-            import_definitions(rabbit.broker, definitions)
+            import_definitions(rabbit._broker, definitions)
+            rabbit._broker.keep_definitions()  # what `ctl reset` restores, as RabbitMQ's load_definitions at boot
         except (DefinitionsError, PolicyError, AMQPError) as exc:
             reason = describe_error(exc).strip().replace("\n\n", ": ")
             print(f"fakerabbit: cannot load definitions from {args.definitions}: {reason}", file=sys.stderr)
             await rabbit.stop_async()
             return 1
     if args.no_events:
-        rabbit.broker.events.enabled = False
+        rabbit._broker.events.enabled = False
     tune_gc()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

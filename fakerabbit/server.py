@@ -1,99 +1,31 @@
-"""The TCP server and :class:`FakeRabbit`, the object tests and the CLI start."""
+"""The composition root: :class:`FakeRabbit`, the object tests and the CLI start. It wires the broker, the clock,
+the AMQP listener (``protocol/listener.py``) and the management API together; nothing below imports it."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
 import threading
+import warnings
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote
 
 from fakerabbit.broker.broker import Broker
 from fakerabbit.broker.delayed import DEFAULT_PLUGINS
 from fakerabbit.clock import FollowingClock, SystemClock, VirtualClock, use_real_time
-from fakerabbit.protocol.alarms import ResourceAlarms
+from fakerabbit.protocol.listener import Listener
 from fakerabbit.testing.api import TestingAPI
 
 if TYPE_CHECKING:
     from fakerabbit.management import ManagementServer
-    from fakerabbit.protocol.connection import AMQPConnection
 
 T = TypeVar("T")
 
 
 #: What a client is told when the broker is reset under it (RabbitMQ's text when its node stops).
 RESET_CLOSE_TEXT = "broker forced connection closure with reason 'shutdown'"
-
-
-class Server:
-    """Accepts connections and owns write coalescing: frames produced while handling any event are written
-    once per connection at the end of that event (:meth:`flush`)."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.connections: set[AMQPConnection] = set()
-        self.dirty: set[AMQPConnection] = set()
-        #: Called on the loop before each batch of client bytes is handled (the following clock catches up).
-        self.on_inbound: Callable[[], object] | None = None
-        #: Memory/disk alarms and the publisher blocking they cause (see fakerabbit.protocol.alarms).
-        self.alarms = ResourceAlarms(self)
-        self._server: asyncio.base_events.Server | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        #: RabbitMQ's ``loopback_users``: these users may log in only from a loopback address.
-        self.loopback_users: frozenset[str] = frozenset({"guest"})
-
-    async def start(self, host: str, port: int) -> int:
-        from fakerabbit.protocol.connection import AMQPConnection
-
-        self.loop = asyncio.get_running_loop()
-        self._server = await self.loop.create_server(lambda: AMQPConnection(self), host, port, reuse_address=True)
-        sock = self._server.sockets[0]
-        return int(sock.getsockname()[1])
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for c in list(self.connections):
-            c.abort()
-        if self._server is not None:
-            await self._server.wait_closed()
-        self._server = None
-
-    def flush(self) -> None:
-        if self.alarms.memory_high_watermark is not None:
-            self.alarms.check()
-        while self.dirty:
-            conn = self.dirty.pop()
-            conn.flush()
-
-    def drain_inbound(self) -> None:
-        """Process bytes clients have already sent but the loop has not read yet.
-
-        Called before the virtual clock moves, so that a message published just before ``advance()`` is
-        enqueued before time passes (loopback TCP makes the bytes readable the moment ``send`` returns).
-        """
-        for conn in list(self.connections):
-            transport = conn.transport
-            if transport is None or conn.closed:
-                continue
-            sock = transport.get_extra_info("socket")
-            if sock is None:
-                continue
-            fd = sock.fileno()
-            while not conn.closed:
-                try:
-                    data = os.read(fd, 262144)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:
-                    break
-                if not data:
-                    break
-                conn.data_received(data)
-        self.flush()
 
 
 AnyClock = VirtualClock | FollowingClock | SystemClock
@@ -172,7 +104,7 @@ class FakeRabbit(TestingAPI):
         self._requested_port = port
         self.port = 0
         self.clock = _make_clock(clock, start_time)
-        self.broker = Broker(
+        self._broker = Broker(
             self.clock,
             rabbitmq_version=rabbitmq_version,
             users=users if users is not None else {"guest": "guest"},
@@ -182,10 +114,10 @@ class FakeRabbit(TestingAPI):
         )
         if dead_letter_retry_interval <= 0:
             raise ValueError("dead_letter_retry_interval must be positive")
-        self.broker.dead_letter_confirm_timeout_ms = round(dead_letter_retry_interval * 1000)
-        self.server = Server(self.broker)
-        self.server.loopback_users = frozenset(loopback_users)
-        self.server.alarms.memory_high_watermark = memory_high_watermark
+        self._broker.dead_letter_confirm_timeout_ms = round(dead_letter_retry_interval * 1000)
+        self._listener = Listener(self._broker)
+        self._listener.loopback_users = frozenset(loopback_users)
+        self._listener.alarms.memory_high_watermark = memory_high_watermark
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._owns_loop = False
@@ -193,14 +125,32 @@ class FakeRabbit(TestingAPI):
         if management:
             from fakerabbit.management import ManagementServer
 
-            self.management = ManagementServer(self, host, management_port)
+            self.management = ManagementServer(_Served(self), host, management_port)
+
+    # -- deprecated: internals that used to be public -------------------------------------------------------
+    @property
+    def broker(self) -> Broker:
+        """Deprecated (internal): the broker model. Use the inspection methods, :meth:`set_permissions`, ..."""
+        warnings.warn("FakeRabbit.broker is internal and will go", DeprecationWarning, stacklevel=2)
+        return self._broker
+
+    @property
+    def server(self) -> Listener:
+        """Deprecated (internal): the AMQP listener. Use :meth:`set_alarm`, :meth:`block`, ..."""
+        warnings.warn("FakeRabbit.server is internal and will go", DeprecationWarning, stacklevel=2)
+        return self._listener
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Deprecated (internal): run ``fn`` on the server's loop."""
+        warnings.warn("FakeRabbit.call is internal and will go", DeprecationWarning, stacklevel=2)
+        return self._call(fn)
 
     # -- addresses ------------------------------------------------------------------------------------------
     @property
     def url(self) -> str:
         """``amqp://USER:PASSWORD@HOST:PORT/%2F`` for the first user and vhost."""
-        user, password = next(iter(self.broker.auth.users.items()))
-        vhost = next(iter(self.broker.vhosts))
+        user, password = next(iter(self._broker.auth.users.items()))
+        vhost = next(iter(self._broker.vhosts))
         return (
             f"amqp://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/{quote(vhost, safe='')}"
         )
@@ -213,19 +163,19 @@ class FakeRabbit(TestingAPI):
         return self.management.url
 
     async def _start_servers(self) -> int:
-        port = await self.server.start(self.host, self._requested_port)
+        port = await self._listener.start(self.host, self._requested_port)
         if self.management is not None:
             try:
                 await self.management.start()
             except BaseException:
-                await self.server.stop()
+                await self._listener.stop()
                 raise
         return port
 
     async def _stop_servers(self) -> None:
         if self.management is not None:
             await self.management.stop()
-        await self.server.stop()
+        await self._listener.stop()
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> FakeRabbit:
@@ -283,18 +233,19 @@ class FakeRabbit(TestingAPI):
         return self
 
     async def stop_async(self) -> None:
+        """Stop serving (the counterpart of :meth:`start_async`, on its loop): listeners closed, clients dropped."""
         await self._stop_servers()
         self._loop = None
 
     def _attach(self, loop: asyncio.AbstractEventLoop) -> None:
         clock = self.clock
         if isinstance(clock, VirtualClock):
-            clock.attach(self.call, self.server.drain_inbound, self.server.flush)
+            clock.attach(self._call, self._listener.drain_inbound, self._listener.flush)
         elif isinstance(clock, FollowingClock):
-            clock.attach(self.call, self.server.drain_inbound, self.server.flush)
+            clock.attach(self._call, self._listener.drain_inbound, self._listener.flush)
             following = clock
             # Timers that fell due while the test moved its time fire before the next client command is handled.
-            self.server.on_inbound = following.catch_up
+            self._listener.on_inbound = following.catch_up
             interval = following.poll_interval
             if interval is not None:
 
@@ -302,7 +253,7 @@ class FakeRabbit(TestingAPI):
                     if self._loop is not loop or loop.is_closed():
                         return
                     if following.catch_up():
-                        self.server.flush()
+                        self._listener.flush()
                     loop.call_later(interval, poll)
 
                 loop.call_soon(poll)
@@ -311,7 +262,7 @@ class FakeRabbit(TestingAPI):
             def schedule(delay: float, fn: Callable[[], None]) -> asyncio.TimerHandle:
                 def fire() -> None:
                     fn()
-                    self.server.flush()
+                    self._listener.flush()
 
                 return loop.call_later(delay, fire)
 
@@ -335,7 +286,7 @@ class FakeRabbit(TestingAPI):
         await self.stop_async()
 
     # -- marshalling onto the server's loop ---------------------------------------------------------------
-    def call(self, fn: Callable[[], T]) -> T:
+    def _call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the server's loop (blocking until done) and flush what it produced to the sockets."""
         loop = self._loop
         if loop is None:
@@ -348,7 +299,7 @@ class FakeRabbit(TestingAPI):
             try:
                 return fn()
             finally:
-                self.server.flush()
+                self._listener.flush()
         fut: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def run() -> None:
@@ -357,7 +308,7 @@ class FakeRabbit(TestingAPI):
             except BaseException as exc:
                 fut.set_exception(exc)
             finally:
-                self.server.flush()
+                self._listener.flush()
 
         loop.call_soon_threadsafe(run)
         return fut.result(timeout=30)
@@ -368,10 +319,23 @@ class FakeRabbit(TestingAPI):
         after a nack or publish the test sent just before it (as with ``rabbitmqctl``)."""
 
         def run() -> T:
-            self.server.drain_inbound()
+            self._listener.drain_inbound()
             return fn()
 
-        return self.call(run)
+        return self._call(run)
+
+    def set_permissions(
+        self, user: str, vhost: str = "/", configure: str = ".*", write: str = ".*", read: str = ".*"
+    ) -> None:
+        """Give ``user`` these configure/write/read patterns on ``vhost`` (``rabbitmqctl set_permissions``; an
+        empty pattern allows nothing). Raises ``ValueError`` (``InvalidRegexp``) for a pattern that does not
+        compile. :meth:`reset` restores the constructor's permissions (every user, everything, every vhost)."""
+        self._after_inbound(lambda: self._broker.auth.set_permissions(user, vhost, configure, write, read))
+
+    def set_alarm(self, resource: Literal["memory", "disk"] = "memory", active: bool = True) -> None:
+        """Raise (``active``) or clear a ``memory`` or ``disk`` resource alarm, as RabbitMQ's alarms do:
+        publishers are blocked while any alarm is on. :meth:`reset` clears them."""
+        self._after_inbound(lambda: self._listener.alarms.set_alarm(resource, active))
 
     def set_policy(
         self,
@@ -385,12 +349,14 @@ class FakeRabbit(TestingAPI):
     ) -> None:
         """Set a user policy, like ``rabbitmqctl set_policy``; it applies to existing queues at once."""
         self._after_inbound(
-            lambda: self.broker.set_policy(name, pattern, definition, priority=priority, apply_to=apply_to, vhost=vhost)
+            lambda: self._broker.set_policy(
+                name, pattern, definition, priority=priority, apply_to=apply_to, vhost=vhost
+            )
         )
 
     def clear_policy(self, name: str, vhost: str = "/") -> None:
         """Remove a user policy."""
-        self._after_inbound(lambda: self.broker.clear_policy(name, vhost=vhost))
+        self._after_inbound(lambda: self._broker.clear_policy(name, vhost=vhost))
 
     def set_operator_policy(
         self,
@@ -404,28 +370,63 @@ class FakeRabbit(TestingAPI):
     ) -> None:
         """Set an operator policy, like ``rabbitmqctl set_operator_policy``."""
         self._after_inbound(
-            lambda: self.broker.set_policy(
+            lambda: self._broker.set_policy(
                 name, pattern, definition, priority=priority, apply_to=apply_to, vhost=vhost, operator=True
             )
         )
 
     def clear_operator_policy(self, name: str, vhost: str = "/") -> None:
         """Remove an operator policy."""
-        self._after_inbound(lambda: self.broker.clear_policy(name, vhost=vhost, operator=True))
+        self._after_inbound(lambda: self._broker.clear_policy(name, vhost=vhost, operator=True))
 
     def reset(self) -> None:
-        """Drop all connections and state (queues, exchanges, bindings, policies, events); keep users."""
+        """Drop all connections and state (queues, exchanges, bindings, policies, events) and go back to the
+        initial definitions: the vhosts, users, tags and permissions the constructor gave, whatever the management
+        API created, changed or deleted since."""
 
         def do() -> None:
-            for conn in list(self.server.connections):
-                # Everything is wiped below: skip the orderly teardown (requeueing unacked messages, deleting
-                # exclusive queues one by one), which costs more than the rest of the reset. Clients are told
-                # 320 CONNECTION_FORCED, as RabbitMQ tells them when it stops for a reset.
-                conn.force_close(RESET_CLOSE_TEXT)
-            self.server.flush()
-            self.broker.reset()
-            self.server.alarms.reset()  # rabbit.block() and alarms raised by hand do not outlive the test
+            # Everything is wiped below: skip the orderly teardown (requeueing unacked messages, deleting
+            # exclusive queues one by one), which costs more than the rest of the reset. Clients are told
+            # 320 CONNECTION_FORCED, as RabbitMQ tells them when it stops for a reset.
+            self._listener.force_close_all(RESET_CLOSE_TEXT)
+            self._listener.flush()
+            self._broker.reset()
+            self._listener.alarms.reset()  # rabbit.block() and alarms raised by hand do not outlive the test
             if isinstance(self.clock, VirtualClock | FollowingClock):
                 self.clock.reset()
 
-        self.call(do)
+        self._call(do)
+
+
+class _Served:
+    """What the management API sees of a :class:`FakeRabbit` (``management.core.ServedNode``)."""
+
+    def __init__(self, rabbit: FakeRabbit) -> None:
+        self._rabbit = rabbit
+
+    @property
+    def broker(self) -> Broker:
+        return self._rabbit._broker
+
+    @property
+    def server(self) -> Listener:
+        return self._rabbit._listener
+
+    @property
+    def clock(self) -> AnyClock:
+        return self._rabbit.clock
+
+    @property
+    def host(self) -> str:
+        return self._rabbit.host
+
+    @property
+    def port(self) -> int:
+        return self._rabbit.port
+
+    @property
+    def management(self) -> ManagementServer | None:
+        return self._rabbit.management
+
+    def reset(self) -> None:
+        self._rabbit.reset()

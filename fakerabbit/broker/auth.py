@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fakerabbit.broker import errors
 
@@ -90,6 +90,15 @@ def validate_regexp(pattern: str, *, pcre1: bool = False) -> None:
         raise InvalidRegexp(pattern, "regular expression is too large", 0) from None
 
 
+@dataclass(frozen=True, slots=True)
+class AuthState:
+    """A copy of an :class:`Auth`'s users, tags and permissions (what a reset restores)."""
+
+    users: dict[str, str]
+    tags: dict[str, list[str]]
+    permissions: dict[tuple[str, str], Permission]
+
+
 @dataclass(slots=True)
 class Auth:
     users: dict[str, str] = field(default_factory=lambda: {"guest": "guest"})
@@ -133,6 +142,47 @@ class Auth:
             if pattern not in (".*", ""):
                 validate_regexp(pattern)
         self.permissions[(user, vhost)] = Permission(configure, write, read)
+
+    def put_user(self, name: str, password: str | None = None, tags: list[str] | None = None) -> None:
+        """Create or update user ``name``: its password (plain, or a hash object that compares equal to the
+        password) when given, its tags when given."""
+        if password is not None:
+            self.users[name] = password
+        if tags is not None:
+            self.tags[name] = list(tags)
+
+    def delete_user(self, name: str) -> None:
+        """Remove user ``name`` with its tags and permissions."""
+        self.users.pop(name, None)
+        self.tags.pop(name, None)
+        for key in [k for k in self.permissions if k[0] == name]:
+            del self.permissions[key]
+
+    def clear_permissions(self, user: str, vhost: str) -> bool:
+        """Remove ``user``'s permissions on ``vhost``; False if it had none."""
+        return self.permissions.pop((user, vhost), None) is not None
+
+    def forget_vhost(self, vhost: str) -> None:
+        """Remove every user's permissions on ``vhost`` (it was deleted)."""
+        for key in [k for k in self.permissions if k[1] == vhost]:
+            del self.permissions[key]
+
+    def snapshot(self) -> AuthState:
+        """Users, tags and permissions as they are now (for :meth:`restore`)."""
+        return AuthState(
+            dict(self.users),
+            {u: list(t) for u, t in self.tags.items()},
+            {k: replace(p) for k, p in self.permissions.items()},
+        )
+
+    def restore(self, state: AuthState) -> None:
+        """Back to the users, tags and permissions of ``state`` (the same dicts, refilled)."""
+        self.users.clear()
+        self.users.update(state.users)
+        self.tags.clear()
+        self.tags.update({u: list(t) for u, t in state.tags.items()})
+        self.permissions.clear()
+        self.permissions.update({k: replace(p) for k, p in state.permissions.items()})
 
     def allows(self, user: str, vhost: str, kind: str, resource: str, name: str) -> bool:
         """Does ``user`` have ``kind`` permission on the resource (no exception)?"""

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
@@ -16,37 +15,18 @@ from fakerabbit.broker.delayed import TYPE as DELAYED_TYPE
 from fakerabbit.broker.events import EventLog
 from fakerabbit.broker.policy import Policy, PolicyError, validate_policy
 from fakerabbit.broker.profile import Profile, get_profile
+from fakerabbit.broker.session import ConnectionInfo
 from fakerabbit.broker.vhost import Vhost
 from fakerabbit.clock import Clock
 
 if TYPE_CHECKING:
     from fakerabbit.broker.session import Session
 
+__all__ = ["MAX_PROBLEMS", "Broker", "ConnectionInfo"]
+
 
 #: How many problem lines :attr:`Broker.problems` keeps (older ones are counted, not kept).
 MAX_PROBLEMS = 1000
-
-
-@dataclass(slots=True, eq=False)
-class ConnectionInfo:
-    """A client connection as the broker sees it."""
-
-    id: int
-    user: str
-    vhost: str
-    peer: str = ""
-    client_properties: dict[str, Any] = field(default_factory=dict)
-    sessions: dict[int, Session] = field(default_factory=dict)
-    # Set by the protocol layer: close(reply_code, reply_text) and drop() (reset, no close frame).
-    close: Callable[[int, str], None] | None = None
-    drop: Callable[[], None] | None = None
-    #: Names of the exclusive queues this connection declared, in order (kept by the vhost): closing the
-    #: connection deletes them without scanning every queue.
-    exclusive_queues: dict[str, None] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return f"{self.peer} -> fakerabbit" if self.peer else f"connection {self.id}"
 
 
 class Broker:
@@ -96,18 +76,37 @@ class Broker:
         self._msg_ids = itertools.count(1)
         for name in self._initial_vhosts:
             self.add_vhost(name)
+        self._initial_auth = self.auth.snapshot()
 
     def next_msg_id(self) -> int:
         return next(self._msg_ids)
 
     # -- vhosts and users -----------------------------------------------------------------------------------
-    def add_vhost(self, name: str) -> Vhost:
+    def add_vhost(self, name: str, *, owner: str | None = None) -> Vhost:
+        """The vhost ``name``, created if it does not exist. A new vhost gives full permissions to ``owner`` only
+        (RabbitMQ: its creator), or to every user when there is no owner (the constructor, definitions)."""
         v = self.vhosts.get(name)
         if v is None:
             v = self.vhosts[name] = Vhost(self, name)
-            for user in self.auth.users:
+            for user in [owner] if owner is not None else list(self.auth.users):
                 self.auth.set_permissions(user, name)
         return v
+
+    def delete_vhost(self, name: str) -> None:
+        """Delete vhost ``name``: its connections are closed (320), its contents and permissions go."""
+        v = self.vhost(name)
+        for info in [c for c in self.connections.values() if c.vhost == name]:
+            if info.close is not None:
+                info.close(320, f"vhost '{name}' is deleted")
+        v.reset()
+        del self.vhosts[name]
+        self.auth.forget_vhost(name)
+
+    def keep_definitions(self) -> None:
+        """What :meth:`reset` restores becomes the vhosts, users, tags and permissions as they are now (``fakerabbit
+        serve --definitions`` calls it after the import)."""
+        self._initial_vhosts = tuple(self.vhosts)
+        self._initial_auth = self.auth.snapshot()
 
     def vhost(self, name: str) -> Vhost:
         v = self.vhosts.get(name)
@@ -192,12 +191,15 @@ class Broker:
             problems.insert(0, self._fold_line)
 
     def reset(self) -> None:
-        """Back to a fresh node: every vhost emptied and re-created with its predeclared exchanges."""
+        """Back to a fresh node: the initial vhosts (emptied, with their predeclared exchanges), users, tags and
+        permissions, whatever was created, changed or deleted since (through the management API included)."""
         for v in self.vhosts.values():
             v.reset()
-        for name in list(self.vhosts):
-            if name not in self._initial_vhosts:
-                del self.vhosts[name]
+        old = dict(self.vhosts)
+        self.vhosts.clear()
+        for name in self._initial_vhosts:
+            self.vhosts[name] = old.get(name) or Vhost(self, name)
+        self.auth.restore(self._initial_auth)
         self.connections.clear()
         self.events.clear()
         self.problems.clear()

@@ -27,7 +27,7 @@ from fakerabbit.broker.message import Death, Message
 from fakerabbit.broker.properties import DeferredProperties, RawProperties
 
 if TYPE_CHECKING:
-    from fakerabbit.broker.broker import Broker
+    from fakerabbit.broker.context import NodeContext
     from fakerabbit.broker.profile import Profile
     from fakerabbit.broker.queue import Entry, Queue
 
@@ -79,7 +79,7 @@ def _cc_keys(headers: Table) -> list[str]:
 class DeadLetters:
     """Dead-letter message rewriting for one broker (reads the broker's profile and clock)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: NodeContext) -> None:
         self.broker = broker
         #: dead letters waiting to be published: (queue they died in, messages, reason, delivery counts)
         self._work: deque[tuple[Queue, list[Message], str, list[int] | None]] = deque()
@@ -144,7 +144,7 @@ class DeadLetters:
                 if is_cycle(new, t.name, reason):
                     emit("dropped", new, queue=t.name, reason=reason, why="dead-letter cycle")
                     continue
-                t.publish(new, dead_lettered=True)
+                t.publish(new)
 
     # -- publishing side ------------------------------------------------------------------------------------
     def adopt_client_deaths(self, msg: Message) -> None:

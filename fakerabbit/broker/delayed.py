@@ -31,9 +31,9 @@ import heapq
 import itertools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.exchange import Exchange, ExchangeType
@@ -41,8 +41,8 @@ from fakerabbit.broker.fields import Field, Table
 from fakerabbit.broker.message import Message
 
 if TYPE_CHECKING:
+    from fakerabbit.broker.context import NodeContext
     from fakerabbit.broker.profile import Profile
-    from fakerabbit.broker.vhost import Vhost
     from fakerabbit.clock import TimerHandle
 
 __all__ = [
@@ -168,10 +168,31 @@ class Pending:
         return (self.due_ms, self.seq) < (other.due_ms, other.seq)
 
 
+class Target(Protocol):
+    """A queue a released message goes to."""
+
+    @property
+    def name(self) -> str: ...
+
+    def publish(self, msg: Message) -> object: ...
+
+
+class DelayHost(Protocol):
+    """What the delayed messages of a vhost need from it (:class:`~fakerabbit.broker.vhost.Vhost`)."""
+
+    @property
+    def broker(self) -> NodeContext: ...
+
+    @property
+    def exchanges(self) -> Mapping[str, Exchange]: ...
+
+    def route(self, x: Exchange, msg: Message) -> Sequence[Target]: ...
+
+
 class DelayedMessages:
     """The pending delayed messages of one vhost, released on the broker's clock by one timer (the earliest)."""
 
-    def __init__(self, vhost: Vhost) -> None:
+    def __init__(self, vhost: DelayHost) -> None:
         self.vhost = vhost
         self._heap: list[Pending] = []
         self._counts: dict[str, int] = {}

@@ -27,13 +27,27 @@ when every queue it routes to has accepted it. What this module models, as Rabbi
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from fakerabbit.broker.message import Message
 from fakerabbit.clock import TimerHandle
 
 if TYPE_CHECKING:
+    from fakerabbit.broker.context import NodeContext
+    from fakerabbit.broker.deadletter import DeadLetters
+    from fakerabbit.broker.exchange import Exchange
     from fakerabbit.broker.queue import Queue
+
+
+class Router(Protocol):
+    """Where the worker publishes: the exchanges of the queue's vhost and its routing."""
+
+    @property
+    def exchanges(self) -> Mapping[str, Exchange]: ...
+
+    def route(self, x: Exchange, msg: Message) -> list[Queue]: ...
+
 
 __all__ = ["PREFETCH", "DeadLetterWorker", "Pending"]
 
@@ -63,8 +77,11 @@ class Pending:
 class DeadLetterWorker:
     """The discards buffer of one at-least-once quorum queue and the worker that forwards it."""
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: Queue, router: Router, dead_letters: DeadLetters, ctx: NodeContext) -> None:
         self.queue = queue
+        self.router = router
+        self.dead_letters = dead_letters
+        self.ctx = ctx
         #: (reason, message as it died, its failed deliveries) not yet taken by the worker, oldest first
         self.discards: deque[tuple[str, Message, int]] = deque()
         #: taken and not yet settled, by the order they were taken
@@ -78,7 +95,7 @@ class DeadLetterWorker:
     # -- intake --------------------------------------------------------------------------------------------
     def discard(self, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None:
         """``rabbit_fifo_dlx:discard/4``: buffer the messages, then let the worker take what it can."""
-        emit = self.queue.vhost.broker.events.emit
+        emit = self.ctx.events.emit
         for i, m in enumerate(msgs):
             self.discards.append((reason, m, 0 if counts is None else counts[i]))
             self.count += 1
@@ -100,10 +117,8 @@ class DeadLetterWorker:
     def _forward(self, reason: str, msg: Message, count: int = 0) -> None:
         """``rabbit_fifo_dlx_worker:forward/6``: record the death, route, publish."""
         q = self.queue
-        vhost = q.vhost
-        broker = vhost.broker
         dlx = q.settings.dead_letter_exchange or ""
-        copy = broker.dead_letters.make_copy(msg, q.name, reason, dlx, q.settings.dead_letter_routing_key)
+        copy = self.dead_letters.make_copy(msg, q.name, reason, dlx, q.settings.dead_letter_routing_key)
         copy.delivery_count = count
         p = Pending(copy, reason, msg, count)
         key = self._next
@@ -114,10 +129,9 @@ class DeadLetterWorker:
     def _publish(self, key: int, p: Pending) -> None:
         """Route ``p`` through the DLX and offer it to the target queues that have not accepted it yet."""
         q = self.queue
-        vhost = q.vhost
-        broker = vhost.broker
+        vhost = self.router
         x = vhost.exchanges.get(p.msg.exchange)
-        emit = broker.events.emit
+        emit = self.ctx.events.emit
         if x is None:
             why = f"dead-letter exchange '{p.msg.exchange}' missing"
             emit("dead-letter-held", p.msg, queue=q.name, reason=p.reason, why=why)
@@ -128,7 +142,7 @@ class DeadLetterWorker:
             self._settle(key)
             return
         # not sent again to a queue that accepted it; a route back into a queue it died in is a cycle
-        is_cycle = broker.dead_letters.is_cycle
+        is_cycle = self.dead_letters.is_cycle
         unsettled = [t for t in routed if t.name not in p.settled]
         todo = [t for t in unsettled if not is_cycle(p.msg, t.name, p.reason)]
         if not todo:
@@ -140,11 +154,11 @@ class DeadLetterWorker:
                 why = "no queue to route to"
             emit("dead-letter-held", p.msg, queue=q.name, reason=p.reason, why=why)
             return
-        p.published_at = broker.clock.now_ms()
+        p.published_at = self.ctx.clock.now_ms()
         emit("dead-lettered", p.msg, queue=q.name, reason=p.reason, exchange=x.name, queues=[t.name for t in todo])
         refused = []
         for t in todo:
-            if t.publish(p.msg, dead_lettered=True):
+            if t.publish(p.msg):
                 p.settled.append(t.name)
             else:
                 refused.append(t.name)
@@ -163,12 +177,12 @@ class DeadLetterWorker:
         if self.closed:
             return
         q = self.queue
-        vhost = q.vhost
-        now = vhost.broker.clock.now_ms()
+        vhost = self.router
+        now = self.ctx.clock.now_ms()
         dlx = q.settings.dead_letter_exchange or ""
         dlrk = q.settings.dead_letter_routing_key
         if dlx in vhost.exchanges:
-            timeout = vhost.broker.dead_letter_confirm_timeout_ms
+            timeout = self.ctx.dead_letter_confirm_timeout_ms
             for key, p in list(self.pending.items()):
                 if p.published_at is not None and p.published_at + timeout > now:
                     continue
@@ -185,7 +199,7 @@ class DeadLetterWorker:
         worker reads them from the ``routing-keys`` of the newest ``x-death`` entry (``redeliver/4``): routing key
         and CC, no BCC, and the keys of an *earlier* death when the entry was only counted up (checked on 3.10.8).
         """
-        if self.queue.vhost.broker.profile.x_death_mc_order:
+        if self.ctx.profile.x_death_mc_order:
             return p.original.routing_keys
         field = p.msg.header("x-death")
         if field is not None and field[0] == "A" and field[1] and field[1][0][0] == "F":
@@ -204,22 +218,20 @@ class DeadLetterWorker:
         self.pending.clear()
         self.discards.extendleft(reversed(back))
         if self._timer is not None:
-            self.queue.vhost.broker.clock.cancel(self._timer)
+            self.ctx.clock.cancel(self._timer)
             self._timer = None
         self._checkout()
 
     # -- timer ---------------------------------------------------------------------------------------------
     def _maybe_set_timer(self) -> None:
-        clock = self.queue.vhost.broker.clock
+        clock = self.ctx.clock
         if not self.pending or self.closed:
             if self._timer is not None:
                 clock.cancel(self._timer)
                 self._timer = None
             return
         if self._timer is None:
-            self._timer = clock.call_at(
-                clock.now_ms() + self.queue.vhost.broker.dead_letter_confirm_timeout_ms, self._on_timer
-            )
+            self._timer = clock.call_at(clock.now_ms() + self.ctx.dead_letter_confirm_timeout_ms, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -231,7 +243,7 @@ class DeadLetterWorker:
         if self.closed:
             return
         self.closed = True
-        emit = self.queue.vhost.broker.events.emit
+        emit = self.ctx.events.emit
         for reason, m in self.messages():
             emit("dropped", m, queue=self.queue.name, reason=reason, why=why)
         self.pending.clear()

@@ -48,27 +48,6 @@ class Binding:
         )
 
 
-def topic_matches(pattern: str, key: str) -> bool:
-    """AMQP topic matching: words split on '.', '*' matches one word, '#' zero or more."""
-    return _match(pattern.split("."), 0, key.split("."), 0)
-
-
-def _match(p: list[str], i: int, k: list[str], j: int) -> bool:
-    while i < len(p):
-        word = p[i]
-        if word == "#":
-            if i == len(p) - 1:
-                return True
-            return any(_match(p, i + 1, k, jj) for jj in range(j, len(k) + 1))
-        if j >= len(k):
-            return False
-        if word != "*" and word != k[j]:
-            return False
-        i += 1
-        j += 1
-    return j == len(k)
-
-
 _X_MATCH_MODES = ("all", "any", "all-with-x", "any-with-x")
 
 

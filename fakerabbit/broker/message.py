@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any, Final
+from typing import Final
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.fields import Field, FieldError, Table, decode_field, encode_table, type_name
@@ -215,6 +215,3 @@ class Message:
     def header(self, name: str) -> Field | None:
         h = self.props.headers
         return None if h is None else h.get(name)
-
-    def describe(self) -> dict[str, Any]:
-        return {"exchange": self.exchange, "routing_keys": list(self.routing_keys), "size": self.size}

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol
 
-from fakerabbit.broker.dlx_worker import DeadLetterWorker
 from fakerabbit.broker.events import EXPIRED
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.message import Message
@@ -15,8 +14,69 @@ from fakerabbit.broker.policy import Policy, QueueSettings
 from fakerabbit.clock import TimerHandle
 
 if TYPE_CHECKING:
-    from fakerabbit.broker.session import Session
-    from fakerabbit.broker.vhost import Vhost
+    from fakerabbit.broker.context import NodeContext
+    from fakerabbit.broker.exchange import Exchange
+
+
+class QueueHost(Protocol):
+    """What a queue needs from the vhost that holds it (:class:`~fakerabbit.broker.vhost.Vhost`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def broker(self) -> NodeContext: ...
+
+    @property
+    def exchanges(self) -> Mapping[str, Exchange]:
+        """The vhost's exchanges (the dead-letter publisher routes through them)."""
+        ...
+
+    def route(self, x: Exchange, msg: Message) -> list[Queue]: ...
+
+    def dead_letter(self, queue: Queue, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None:
+        """Take messages that died in ``queue``."""
+        ...
+
+    def delete_queue(self, q: Queue) -> int:
+        """Remove ``q`` (it expired, or lost its last consumer with auto-delete)."""
+        ...
+
+    def dead_letter_worker(self, queue: Queue) -> DeadLetterBuffer:
+        """A new at-least-once dead-letter worker (discards buffer) for ``queue``."""
+        ...
+
+
+class DeadLetterBuffer(Protocol):
+    """An at-least-once quorum queue's discards buffer and its worker
+    (:class:`~fakerabbit.broker.dlx_worker.DeadLetterWorker`)."""
+
+    count: int
+    bytes: int
+
+    def discard(self, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None: ...
+
+    def messages(self) -> list[tuple[str, Message]]: ...
+
+    def redeliver(self) -> None: ...
+
+    def restart(self) -> None: ...
+
+    def close(self, why: str) -> None: ...
+
+
+class ConsumerChannel(Protocol):
+    """The channel a consumer delivers to (:class:`~fakerabbit.broker.session.Session`)."""
+
+    @property
+    def flow_active(self) -> bool: ...
+
+    def has_global_capacity(self) -> bool: ...
+
+    def deliver(self, c: Consumer, q: Queue, e: Entry) -> None: ...
+
+    def server_cancel(self, c: Consumer) -> None: ...
+
 
 _seq = itertools.count(1)
 
@@ -55,7 +115,7 @@ class Consumer:
         self,
         tag: str,
         queue: Queue,
-        session: Session,
+        session: ConsumerChannel,
         *,
         no_ack: bool,
         exclusive: bool,
@@ -83,14 +143,6 @@ class Consumer:
         )
 
 
-def _min_opt(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
-
-
 def _body_bytes(msg: Message) -> int:
     return len(msg.body)
 
@@ -104,7 +156,7 @@ class Queue:
 
     def __init__(
         self,
-        vhost: Vhost,
+        vhost: QueueHost,
         name: str,
         *,
         queue_type: str,
@@ -115,6 +167,8 @@ class Queue:
         settings: QueueSettings,
     ) -> None:
         self.vhost = vhost
+        #: the node: clock, events, profile, settings
+        self.ctx = vhost.broker
         self.name = name
         self.queue_type = queue_type
         #: ``x-queue-type`` is quorum (fixed for the queue's life).
@@ -123,7 +177,7 @@ class Queue:
         #: property block (``mc:size/1``'s metadata size; checked live on 4.3.6, 4.0.5 counts the body only)
         self.msg_bytes = (
             _body_and_property_bytes
-            if self.is_quorum and vhost.broker.profile.quorum_bytes_include_properties
+            if self.is_quorum and self.ctx.profile.quorum_bytes_include_properties
             else _body_bytes
         )
         self.durable = durable
@@ -141,7 +195,6 @@ class Queue:
         self._rr = 0
         self.unacked = 0
         self.deleted = False
-        self.had_consumers = False
         self._levels: list[deque[Entry]] = [deque()]
         self._qq_counter = 0
         self._qq_prio = self._qq_strict = False
@@ -154,9 +207,9 @@ class Queue:
         self._expiry_timer: TimerHandle | None = None
         self._qq_rejecting = False
         #: at-least-once dead-lettering (quorum): the discards buffer and its worker
-        self.dlx_worker: DeadLetterWorker | None = None
+        self.dlx_worker: DeadLetterBuffer | None = None
         if settings.dead_letter_strategy == "at-least-once":
-            self.dlx_worker = DeadLetterWorker(self)
+            self.dlx_worker = self.vhost.dead_letter_worker(self)
 
     # -- structure ------------------------------------------------------------------------------------------
     def _set_levels(self) -> None:
@@ -164,7 +217,7 @@ class Queue:
         n = (mp + 1) if mp is not None else 1
         # 4.0 - 4.2 quorum: levels [normal, high, returns] served by _qq_next; 4.3 quorum: priorities 0 - 31, then
         # the returns on top (strictly highest level first, like a classic priority queue)
-        qq_priorities = self.vhost.broker.profile.quorum_priorities if self.is_quorum else "none"
+        qq_priorities = self.ctx.profile.quorum_priorities if self.is_quorum else "none"
         self._qq_prio = qq_priorities == "two"
         self._qq_strict = qq_priorities == "strict"
         if self._qq_prio:
@@ -281,7 +334,9 @@ class Queue:
             # rabbit_fifo_dlx:update_config/4: leaving at-least-once deletes the discards
             if self.dlx_worker is not None:
                 self.dlx_worker.close("dead-letter strategy changed")
-            self.dlx_worker = DeadLetterWorker(self) if settings.dead_letter_strategy == "at-least-once" else None
+            self.dlx_worker = (
+                self.vhost.dead_letter_worker(self) if settings.dead_letter_strategy == "at-least-once" else None
+            )
         self._set_levels()
         self.touch()
         self._drop_over_limit()
@@ -325,7 +380,7 @@ class Queue:
             return "drop-head"
         return mode
 
-    def publish(self, msg: Message, *, dead_lettered: bool = False) -> bool:
+    def publish(self, msg: Message) -> bool:
         """Enqueue a routed message. Returns False when the queue rejects it (overflow reject-publish)."""
         s = self.settings
         mode = s.overflow
@@ -334,12 +389,12 @@ class Queue:
                 if self._qq_rejecting and self._below_soft_limit():
                     self._qq_rejecting = False
                 if self._qq_rejecting:
-                    self.vhost.broker.events.emit("rejected-publish", msg, queue=self.name)
+                    self.ctx.events.emit("rejected-publish", msg, queue=self.name)
                     return False
             elif self._would_overflow(self.msg_bytes(msg)):
-                self.vhost.broker.events.emit("rejected-publish", msg, queue=self.name)
+                self.ctx.events.emit("rejected-publish", msg, queue=self.name)
                 if mode == "reject-publish-dlx":
-                    counts = [msg.delivery_count] if self.vhost.broker.profile.dead_letter_delivery_count else None
+                    counts = [msg.delivery_count] if self.ctx.profile.dead_letter_delivery_count else None
                     self.vhost.dead_letter(self, [msg], "maxlen", counts)
                 return False
         ttl = s.message_ttl
@@ -350,7 +405,7 @@ class Queue:
         levels = self._levels
         entry = Entry(
             msg,
-            None if ttl is None else self.vhost.broker.clock.now_ms() + ttl,
+            None if ttl is None else self.ctx.clock.now_ms() + ttl,
             0 if len(levels) == 1 else self._entry_priority(msg),
         )
         if msg.delivery_count:
@@ -367,7 +422,7 @@ class Queue:
             entry.redelivered = True  # not taken by a waiting consumer: fetched later (set_deliver_flag)
         if ttl == 0 and s.message_ttl == 0 and s.dead_letter_exchange is None:
             # rabbit_amqqueue_process:deliver_or_enqueue's shortcut: queue TTL 0 and no DLX -> discard.
-            self.vhost.broker.events.emit("expired", msg, queue=self.name)
+            self.ctx.events.emit("expired", msg, queue=self.name)
             self.vhost.dead_letter(self, [msg], "expired")
             return True
         levels[self._level(entry) if len(levels) > 1 else 0].append(entry)
@@ -396,11 +451,6 @@ class Queue:
         ok_bytes = s.max_length_bytes is None or size <= 0.8 * s.max_length_bytes
         return ok_len and ok_bytes
 
-    def _priority_of(self, msg: Message) -> int:
-        if len(self._levels) == 1:
-            return 0
-        return msg.priority
-
     def _drop_over_limit(self) -> bool:
         """drop-head: remove (and dead-letter, reason ``maxlen``) head messages while over a limit."""
         if self._overflow_mode() != "drop-head":
@@ -411,7 +461,7 @@ class Queue:
         dropped = [e.msg for e in gone]
         if dropped:
             for m in dropped:
-                self.vhost.broker.events.emit("dropped-maxlen", m, queue=self.name)
+                self.ctx.events.emit("dropped-maxlen", m, queue=self.name)
             self.vhost.dead_letter(self, dropped, "maxlen", self._counts(gone))
         return bool(dropped)
 
@@ -424,7 +474,7 @@ class Queue:
             if not level or level[0].expires_at is None:
                 return
             # One level (no x-max-priority): pop the due run off the deque directly.
-            now = self.vhost.broker.clock.now_ms()
+            now = self.ctx.clock.now_ms()
             gone: list[Entry] = []
             size = 0
             while level:
@@ -444,14 +494,14 @@ class Queue:
             head = self._head()
             if head is None or head.expires_at is None:
                 return
-            now = self.vhost.broker.clock.now_ms()
+            now = self.ctx.clock.now_ms()
             gone = []
             while head is not None and head.expires_at is not None and head.expires_at <= now:
                 gone.append(self._pop_head())
                 head = self._head()
         if gone:
             expired = [e.msg for e in gone]
-            self.vhost.broker.events.record_each(EXPIRED, expired, self.name)
+            self.ctx.events.record_each(EXPIRED, expired, self.name)
             self.vhost.dead_letter(self, expired, "expired", self._counts(gone))
         self._schedule_ttl()
 
@@ -459,7 +509,7 @@ class Queue:
         """4.3 quorum (rabbit_fifo expire_batch): the expired run at the head of the returns and of every priority
         level, highest first; RabbitMQ checks when the next message is due or its timer (the earliest head) fires,
         which on the virtual clock is the same moment."""
-        now = self.vhost.broker.clock.now_ms()
+        now = self.ctx.clock.now_ms()
         expired: list[Entry] = []
         size = 0
         for level in reversed(self._levels):
@@ -489,7 +539,7 @@ class Queue:
             at = head.expires_at if head is not None else None
         if at == self._ttl_timer_at:
             return
-        clock = self.vhost.broker.clock
+        clock = self.ctx.clock
         if self._ttl_timer is not None:
             clock.cancel(self._ttl_timer)
             self._ttl_timer = None
@@ -508,7 +558,7 @@ class Queue:
     # -- queue expiry (x-expires) ---------------------------------------------------------------------------
     def touch(self) -> None:
         """Restart the x-expires countdown (declare, basic.get, last consumer gone)."""
-        clock = self.vhost.broker.clock
+        clock = self.ctx.clock
         if self._expiry_timer is not None:
             clock.cancel(self._expiry_timer)
             self._expiry_timer = None
@@ -520,15 +570,14 @@ class Queue:
     def _on_expiry_timer(self) -> None:
         self._expiry_timer = None
         if not self.deleted and not self.consumers:
-            self.vhost.broker.events.emit("queue-expired", None, queue=self.name)
+            self.ctx.events.emit("queue-expired", None, queue=self.name)
             self.vhost.delete_queue(self)
 
     # -- consumers and dispatch -----------------------------------------------------------------------------
     def add_consumer(self, c: Consumer) -> None:
         self.consumers.append(c)
-        self.had_consumers = True
         if self._expiry_timer is not None:
-            self.vhost.broker.clock.cancel(self._expiry_timer)
+            self.ctx.clock.cancel(self._expiry_timer)
             self._expiry_timer = None
 
     def remove_consumer(self, c: Consumer) -> None:
@@ -543,7 +592,7 @@ class Queue:
 
     def _active_consumers(self) -> list[Consumer]:
         if self.settings.single_active_consumer and self.consumers:
-            if self.is_quorum and self.vhost.broker.profile.quorum_sac_priority:
+            if self.is_quorum and self.ctx.profile.quorum_sac_priority:
                 return self._quorum_single_active()
             return self.consumers[:1]
         return self.consumers
@@ -631,7 +680,7 @@ class Queue:
 
     def ack(self, e: Entry) -> None:
         self.unacked -= 1
-        self.vhost.broker.events.emit("acked", e.msg, queue=self.name)
+        self.ctx.events.emit("acked", e.msg, queue=self.name)
 
     def reject(self, entries: list[Entry], *, requeue: bool, explicit_nack: bool = False) -> None:
         """Settle unacked entries negatively: requeue them or dead-letter them (reason ``rejected``)."""
@@ -639,7 +688,7 @@ class Queue:
         if self.deleted:
             return
         for e in entries:
-            self.vhost.broker.events.emit("rejected", e.msg, queue=self.name, requeue=requeue)
+            self.ctx.events.emit("rejected", e.msg, queue=self.name, requeue=requeue)
         if requeue:
             self.requeue(entries, failed=not explicit_nack)
         else:
@@ -656,7 +705,7 @@ class Queue:
             self.requeue(entries, failed=failed)
 
     def requeue(self, entries: Iterable[Entry], *, failed: bool) -> None:
-        profile = self.vhost.broker.profile
+        profile = self.ctx.profile
         limit = self.settings.delivery_limit if self.is_quorum else None
         back: list[Entry] = []
         over: list[Entry] = []
@@ -688,7 +737,7 @@ class Queue:
                 self._insert_by_seq(e)
         if over:
             for e in over:
-                self.vhost.broker.events.emit("delivery-limit", e.msg, queue=self.name)
+                self.ctx.events.emit("delivery-limit", e.msg, queue=self.name)
             self.vhost.dead_letter(self, [e.msg for e in over], "delivery_limit", self._counts(over))
         self._drop_over_limit()
         self._expire_head()
@@ -696,14 +745,14 @@ class Queue:
 
     def _counts(self, entries: list[Entry], failed_now: int = 0) -> list[int] | None:
         """The failed deliveries dead-lettered copies carry (4.3's ``delivery_count`` annotation), or None."""
-        if not self.vhost.broker.profile.dead_letter_delivery_count:
+        if not self.ctx.profile.dead_letter_delivery_count:
             return None
         return [e.delivery_count + failed_now for e in entries]
 
     def purge(self) -> int:
         """Remove the ready messages; the count purge-ok reports (4.3: held dead letters too, not removed)."""
         n = self.ready_count
-        if self.vhost.broker.profile.purge_counts_held_dead_letters:
+        if self.ctx.profile.purge_counts_held_dead_letters:
             n += self.held_dead_letters()[0]
         for level in self._levels:
             level.clear()
@@ -714,7 +763,7 @@ class Queue:
 
     def on_deleted(self) -> None:
         self.deleted = True
-        clock = self.vhost.broker.clock
+        clock = self.ctx.clock
         for t in (self._ttl_timer, self._expiry_timer):
             if t is not None:
                 clock.cancel(t)
@@ -737,5 +786,27 @@ class Queue:
             n += self.unsettled_gets
         return n
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "messages": self.ready_count, "consumers": len(self.consumers)}
+    def restart(self, survives: Callable[[Entry], bool], why: str) -> None:
+        """The node restarted (``restart.py``): keep the ready messages ``survives`` accepts, drop the rest (each an
+        event ``dropped`` with ``why``), forget consumers and unacknowledged deliveries, restart the timers."""
+        events = self.ctx.events
+        count = 0
+        size = 0
+        for level in self._levels:
+            kept: deque[Entry] = deque()
+            for e in level:
+                if survives(e):
+                    kept.append(e)
+                    count += 1
+                    size += self.msg_bytes(e.msg)
+                else:
+                    events.emit("dropped", e.msg, queue=self.name, reason="restart", why=why)
+            level.clear()
+            level.extend(kept)
+        self.ready_count = count
+        self.ready_bytes = size
+        self.unacked = 0
+        self.consumers.clear()
+        self._rr = 0
+        self._schedule_ttl()
+        self.touch()

@@ -9,12 +9,11 @@ connections. Policies, users and vhosts survive (they live in the metadata store
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fakerabbit.broker.broker import Broker
-    from fakerabbit.broker.queue import Entry, Queue
+    from fakerabbit.broker.queue import Entry
     from fakerabbit.broker.vhost import Vhost
 
 __all__ = ["restart_broker"]
@@ -46,38 +45,20 @@ def _restart_vhost(v: Vhost) -> None:
         v.delete_queue(q)
     for x in list(v.exchanges.values()):
         if not x.durable and x.name in v.exchanges:
-            v._remove_exchange(x)
-    v._pseudo.clear()
+            v.remove_exchange(x)
+    v.clear_pseudo_queues()
     for q in v.queues.values():
-        _keep_persistent(q)
+        q.restart(_persistent if q.queue_type == "classic" else _every, _WHY)
     for q in list(v.queues.values()):
         if q.dlx_worker is not None:  # quorum at-least-once: the discards survive; a new worker takes them
             q.dlx_worker.restart()
 
 
-def _survives(q: Queue, e: Entry) -> bool:
-    return q.queue_type != "classic" or e.msg.persistent
+def _persistent(e: Entry) -> bool:
+    """What survives in a classic queue: persistent messages."""
+    return e.msg.persistent
 
 
-def _keep_persistent(q: Queue) -> None:
-    events = q.vhost.broker.events
-    count = 0
-    size = 0
-    for level in q._levels:
-        kept: deque[Entry] = deque()
-        for e in level:
-            if _survives(q, e):
-                kept.append(e)
-                count += 1
-                size += q.msg_bytes(e.msg)
-            else:
-                events.emit("dropped", e.msg, queue=q.name, reason="restart", why=_WHY)
-        level.clear()
-        level.extend(kept)
-    q.ready_count = count
-    q.ready_bytes = size
-    q.unacked = 0
-    q.consumers.clear()
-    q._rr = 0
-    q._schedule_ttl()
-    q.touch()
+def _every(e: Entry) -> bool:
+    """What survives in a quorum (or stream) queue: every message."""
+    return True

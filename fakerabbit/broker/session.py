@@ -9,19 +9,19 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.arguments import parse_expiration
 from fakerabbit.broker.events import DELIVERED, DELIVERED_GET, PUBLISHED, ROUTED
 from fakerabbit.broker.fields import INTEGER_TAGS, Table, type_name
+from fakerabbit.broker.ids import new_tag
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.properties import RawProperties
 from fakerabbit.broker.queue import Consumer, Entry, Queue
 
 if TYPE_CHECKING:
-    from fakerabbit.broker.broker import ConnectionInfo
     from fakerabbit.broker.vhost import Vhost
 
 REPLY_TO = "amq.rabbitmq.reply-to"
@@ -71,11 +71,6 @@ class GetResult:
     message_count: int
     props: bytes
     body: bytes
-
-
-def new_tag(prefix: str) -> str:
-    """RabbitMQ-style generated names: ``amq.ctag-`` / ``amq.gen-`` + 22 url-safe base64 characters."""
-    return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
 
 
 class Session:
@@ -203,7 +198,7 @@ class Session:
     def _direct_reply(self, msg: Message, mandatory: bool, seq: int) -> None:
         token = msg.routing_key[len(REPLY_TO) + 1 :]
         broker = self.broker
-        target = broker.reply_sessions.get(token)
+        target: Session | None = broker.reply_sessions.get(token)
         consumer = target.reply_consumer if target is not None else None
         if broker.profile.reply_to_volatile_queue:
             # rabbit_volatile_queue:exists/1 - the pid half decodes to a channel of this node
@@ -544,3 +539,25 @@ def _group(taken: Iterable[Unacked]) -> list[tuple[Queue, list[Entry]]]:
     for u in taken:
         groups.setdefault(id(u.queue), (u.queue, []))[1].append(u.entry)
     return list(groups.values())
+
+
+@dataclass(slots=True, eq=False)
+class ConnectionInfo:
+    """A client connection as the broker sees it: the owner of its sessions (channels)."""
+
+    id: int
+    user: str
+    vhost: str
+    peer: str = ""
+    client_properties: dict[str, Any] = field(default_factory=dict)
+    sessions: dict[int, Session] = field(default_factory=dict)
+    # Set by the protocol layer: close(reply_code, reply_text) and drop() (reset, no close frame).
+    close: Callable[[int, str], None] | None = None
+    drop: Callable[[], None] | None = None
+    #: Names of the exclusive queues this connection declared, in order (kept by the vhost): closing the
+    #: connection deletes them without scanning every queue.
+    exclusive_queues: dict[str, None] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.peer} -> fakerabbit" if self.peer else f"connection {self.id}"

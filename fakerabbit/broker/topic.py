@@ -4,7 +4,7 @@ publish, whatever the number of bindings.
 A binding pattern is split on ``.`` once, when it is bound, and stored along a path of the trie: one edge per
 word, with ``*`` and ``#`` as edges of their own. Matching a routing key walks the trie word by word, following
 the literal edge, the ``*`` edge (one word) and the ``#`` edge (zero or more words). The result is exactly
-:func:`fakerabbit.broker.exchange.topic_matches` applied to every binding (``tests/unit/test_topic_routing.py``
+the reference matcher ``topic_matches`` of ``tests/unit/test_topic_routing.py`` applied to every binding (that test
 checks this on random patterns and keys), in binding order, each binding once.
 
 Each binding is stored with a sequence number that grows in binding order; the matched bindings are sorted by

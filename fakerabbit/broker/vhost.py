@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.arguments import (
@@ -12,15 +13,57 @@ from fakerabbit.broker.arguments import (
     validate_new_exchange,
     validate_new_queue,
 )
+from fakerabbit.broker.context import NodeContext
 from fakerabbit.broker.delayed import DelayedMessages, validate_declare
+from fakerabbit.broker.dlx_worker import DeadLetterWorker
 from fakerabbit.broker.exchange import Binding, Exchange, ExchangeType
 from fakerabbit.broker.fields import Table
+from fakerabbit.broker.ids import new_tag
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.policy import Policy, QueueSettings, effective_settings, select_policy
 from fakerabbit.broker.queue import Queue
 
 if TYPE_CHECKING:
-    from fakerabbit.broker.broker import Broker, ConnectionInfo
+    from fakerabbit.broker.auth import Auth
+    from fakerabbit.broker.deadletter import DeadLetters
+
+
+class Client(Protocol):
+    """What a vhost reads of a client connection (:class:`~fakerabbit.broker.session.ConnectionInfo`)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def user(self) -> str: ...
+
+    @property
+    def exclusive_queues(self) -> dict[str, None]: ...
+
+
+class VhostNode(NodeContext, Protocol):
+    """What a vhost (and its sessions) read of the node that holds it (:class:`~fakerabbit.broker.broker.Broker`)."""
+
+    @property
+    def auth(self) -> Auth: ...
+
+    @property
+    def exchange_types(self) -> tuple[str, ...]: ...
+
+    @property
+    def connections(self) -> Mapping[int, Client]: ...
+
+    @property
+    def dead_letters(self) -> DeadLetters: ...
+
+    @property
+    def reply_sessions(self) -> dict[str, Any]:
+        """Direct reply-to: the session of each reply-to token (a Session; typed there)."""
+        ...
+
+    @property
+    def reply_pids(self) -> set[str]: ...
+
 
 _PREDECLARED = (
     ("amq.direct", "direct", False),
@@ -43,7 +86,7 @@ _QQ_DELETE_FLAG = "cannot delete {rs}. queue.delete operations with {flag} flag 
 
 
 class Vhost:
-    def __init__(self, broker: Broker, name: str) -> None:
+    def __init__(self, broker: VhostNode, name: str) -> None:
         self.broker = broker
         self.name = name
         self.exchanges: dict[str, Exchange] = {}
@@ -73,7 +116,7 @@ class Vhost:
             raise errors.NotFound(f"no {errors.rs_exchange(name, self.name)}")
         return x
 
-    def get_queue(self, name: str, conn: ConnectionInfo | None) -> Queue:
+    def get_queue(self, name: str, conn: Client | None) -> Queue:
         q = self.queues.get(name)
         if q is None:
             raise errors.NotFound(f"no {errors.rs_queue(name, self.name)}")
@@ -101,7 +144,7 @@ class Vhost:
     # -- exchanges ------------------------------------------------------------------------------------------
     def declare_exchange(
         self,
-        conn: ConnectionInfo | None,
+        conn: Client | None,
         name: str,
         type_: str,
         *,
@@ -160,7 +203,7 @@ class Vhost:
         self.broker.events.emit("exchange-declared", None, exchange=name)
         return x
 
-    def delete_exchange(self, conn: ConnectionInfo | None, name: str, *, if_unused: bool) -> None:
+    def delete_exchange(self, conn: Client | None, name: str, *, if_unused: bool) -> None:
         if name == "":
             raise errors.AccessRefused("operation not permitted on the default exchange")
         if name.startswith("amq."):
@@ -172,31 +215,28 @@ class Vhost:
             return
         if if_unused and x.bindings:
             raise errors.PreconditionFailed(f"{errors.rs_exchange(name, self.name)} in use")
-        self._remove_exchange(x)
+        self.remove_exchange(x)
 
-    def _remove_exchange(self, x: Exchange) -> None:
+    def clear_pseudo_queues(self) -> None:
+        """Forget the pseudo queues (direct reply-to) this vhost made (a node restart)."""
+        self._pseudo.clear()
+
+    def remove_exchange(self, x: Exchange) -> None:
+        """Remove exchange ``x`` and the bindings to it (no checks, no event): a delete, auto-delete or restart."""
         self.exchanges.pop(x.name, None)
         for other in list(self.exchanges.values()):
             if other.remove_destination("exchange", x.name):
                 self._maybe_auto_delete(other)
         self.broker.events.emit("exchange-deleted", None, exchange=x.name)
 
-    def _bindings_to(self, kind: str, name: str) -> list[Binding]:
-        return [
-            b
-            for x in self.exchanges.values()
-            for b in x.bindings
-            if b.destination_kind == kind and b.destination == name
-        ]
-
     def _maybe_auto_delete(self, x: Exchange) -> None:
         if x.auto_delete and not x.bindings and x.name in self.exchanges:
-            self._remove_exchange(x)
+            self.remove_exchange(x)
 
     # -- bindings -------------------------------------------------------------------------------------------
     def bind(
         self,
-        conn: ConnectionInfo | None,
+        conn: Client | None,
         kind: str,
         destination: str,
         source: str,
@@ -251,7 +291,7 @@ class Vhost:
     # -- queues ---------------------------------------------------------------------------------------------
     def declare_queue(
         self,
-        conn: ConnectionInfo | None,
+        conn: Client | None,
         name: str,
         *,
         passive: bool,
@@ -260,7 +300,6 @@ class Vhost:
         auto_delete: bool,
         arguments: Table,
     ) -> Queue:
-        from fakerabbit.broker.session import new_tag
 
         if passive:
             q = self.get_queue(name, conn)
@@ -361,7 +400,7 @@ class Vhost:
         self.broker.events.emit("queue-deleted", None, queue=q.name)
         return count
 
-    def delete_queue_cmd(self, conn: ConnectionInfo | None, name: str, *, if_unused: bool, if_empty: bool) -> int:
+    def delete_queue_cmd(self, conn: Client | None, name: str, *, if_unused: bool, if_empty: bool) -> int:
         if conn is not None:
             self.broker.auth.check(conn.user, self.name, "configure", "queue", name)
         if name not in self.queues:
@@ -376,7 +415,7 @@ class Vhost:
             raise errors.PreconditionFailed(f"{errors.rs_queue(name, self.name)} not empty")
         return self.delete_queue(q)
 
-    def purge_queue(self, conn: ConnectionInfo | None, name: str) -> int:
+    def purge_queue(self, conn: Client | None, name: str) -> int:
         if conn is not None:
             self.broker.auth.check(conn.user, self.name, "read", "queue", name)
         q = self.get_queue(name, conn)
@@ -447,6 +486,10 @@ class Vhost:
     def dead_letter(self, queue: Queue, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None:
         """Dead-letter messages that died in ``queue`` (see :meth:`DeadLetters.dead_letter`)."""
         self.broker.dead_letters.dead_letter(queue, msgs, reason, counts)
+
+    def dead_letter_worker(self, queue: Queue) -> DeadLetterWorker:
+        """A new at-least-once dead-letter worker for ``queue`` (quorum), publishing through this vhost."""
+        return DeadLetterWorker(queue, self, self.broker.dead_letters, self.broker)
 
     # -- policies -------------------------------------------------------------------------------------------
     def _apply_policies(self, q: Queue) -> None:

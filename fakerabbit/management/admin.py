@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.auth import InvalidRegexp, validate_regexp
-from fakerabbit.broker.broker import ConnectionInfo
 from fakerabbit.broker.policy import PolicyError
+from fakerabbit.broker.session import ConnectionInfo
 from fakerabbit.clock import FollowingClock, VirtualClock
 from fakerabbit.management.core import (
     Ctx,
@@ -166,27 +166,13 @@ def put_vhost(ctx: Ctx) -> Response:
     name = ctx.params["vhost"]
     if name in ctx.broker.vhosts:
         return no_content()
-    auth = ctx.broker.auth
-    before = set(auth.permissions)
-    ctx.broker.add_vhost(name)
     # RabbitMQ grants full permissions on a new vhost to the user who created it, and to nobody else.
-    for key in set(auth.permissions) - before:
-        if key[0] != ctx.user:
-            del auth.permissions[key]
-    auth.set_permissions(ctx.user, name)
+    ctx.broker.add_vhost(name, owner=ctx.user)
     return created()
 
 
 def delete_vhost(ctx: Ctx) -> Response:
-    v = ctx.vhost()
-    broker = ctx.broker
-    for info in [c for c in broker.connections.values() if c.vhost == v.name]:
-        if info.close is not None:
-            info.close(320, f"vhost '{v.name}' is deleted")
-    v.reset()
-    del broker.vhosts[v.name]
-    for key in [k for k in broker.auth.permissions if k[1] == v.name]:
-        del broker.auth.permissions[key]
+    ctx.broker.delete_vhost(ctx.vhost().name)
     return no_content()
 
 
@@ -230,27 +216,23 @@ def put_user(ctx: Ctx) -> Response:
     name = ctx.params["user"]
     auth = ctx.broker.auth
     existed = name in auth.users
+    password: str | None = None
     if "password" in body:
-        auth.users[name] = str(body["password"])
+        password = str(body["password"])
     elif "password_hash" in body:
         algorithm = str(body.get("hashing_algorithm") or "rabbit_password_hashing_sha256")
-        auth.users[name] = PasswordHash(str(body["password_hash"]), algorithm)
+        password = PasswordHash(str(body["password_hash"]), algorithm)
     elif not existed:
         raise bad_request("[{key_missing,password}]")
     tags = body.get("tags", [])
     if isinstance(tags, str):
         tags = [t for t in tags.split(",") if t]
-    auth.tags[name] = [str(t) for t in tags]
+    auth.put_user(name, password, [str(t) for t in tags])
     return no_content() if existed else created()
 
 
 def delete_user(ctx: Ctx) -> Response:
-    name = _user(ctx)
-    auth = ctx.broker.auth
-    del auth.users[name]
-    auth.tags.pop(name, None)
-    for key in [k for k in auth.permissions if k[0] == name]:
-        del auth.permissions[key]
+    ctx.broker.auth.delete_user(_user(ctx))
     return no_content()
 
 
@@ -306,7 +288,7 @@ def _check_regexp(ctx: Ctx, pattern: str) -> None:
 
 def delete_permission(ctx: Ctx) -> Response:
     v, user = ctx.vhost().name, _user(ctx)
-    if ctx.broker.auth.permissions.pop((user, v), None) is None:
+    if not ctx.broker.auth.clear_permissions(user, v):
         raise not_found()
     return no_content()
 

@@ -21,7 +21,7 @@ from fakerabbit.management.core import (
 from fakerabbit.management.http import Request, Response
 
 if TYPE_CHECKING:
-    from fakerabbit.server import FakeRabbit
+    from fakerabbit.management.core import ServedNode
 
 _Q = "/api/queues/{vhost}/{name}"
 _X = "/api/exchanges/{vhost}/{name}"
@@ -104,7 +104,7 @@ _AUTH_HEADERS = {"www-authenticate": 'Basic realm="RabbitMQ Management"'}
 class ManagementAPI:
     """Answers management API requests for one :class:`~fakerabbit.FakeRabbit`, on the server's loop."""
 
-    def __init__(self, rabbit: FakeRabbit) -> None:
+    def __init__(self, rabbit: ServedNode) -> None:
         self.rabbit = rabbit
 
     def _authenticate(self, request: Request) -> str:

@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fakerabbit.broker import errors
 from fakerabbit.management.http import Request, Response
@@ -15,9 +15,47 @@ from fakerabbit.management.http import Request, Response
 if TYPE_CHECKING:
     from fakerabbit.broker.broker import Broker
     from fakerabbit.broker.vhost import Vhost
-    from fakerabbit.server import FakeRabbit
+    from fakerabbit.clock import FollowingClock, SystemClock, VirtualClock
+    from fakerabbit.protocol.listener import Listener
 
 JSON_HEADERS = {"content-type": "application/json"}
+
+
+class Listening(Protocol):
+    """A listener with an address (the management listener itself, as the node reports it)."""
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+
+class ServedNode(Protocol):
+    """What the management API needs of the node it serves (:class:`~fakerabbit.FakeRabbit` implements it):
+    the broker, the AMQP listener, the clock, the addresses, and a reset. It never names ``FakeRabbit``."""
+
+    @property
+    def broker(self) -> Broker: ...
+
+    @property
+    def server(self) -> Listener: ...
+
+    @property
+    def clock(self) -> VirtualClock | FollowingClock | SystemClock: ...
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def management(self) -> Listening | None: ...
+
+    def reset(self) -> None:
+        """Back to the initial definitions (``POST /api/fakerabbit/reset``)."""
+        ...
 
 
 class APIError(Exception):
@@ -134,7 +172,7 @@ class Ctx:
     request: Request
     params: dict[str, str]
     user: str
-    rabbit: FakeRabbit
+    rabbit: ServedNode
     _body: Any = field(default=None)
     _parsed: bool = False
 

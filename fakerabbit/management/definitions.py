@@ -313,18 +313,19 @@ def _import_node_level(broker: Broker, defs: Mapping[str, Any]) -> None:
     auth = broker.auth
     for item in _items(defs, "users"):
         name = _str(item, "name")
+        password: str
         if "password" in item:
-            auth.users[name] = _str(item, "password")
+            password = _str(item, "password")
         elif "password_hash" in item:
             algorithm = item.get("hashing_algorithm") or _SHA256
             check_password_hash(item["password_hash"], algorithm, erlang_text=erlang_text)
-            auth.users[name] = PasswordHash(item["password_hash"], algorithm)
+            password = PasswordHash(item["password_hash"], algorithm)
         else:
             raise DefinitionsError(f"user '{name}' has neither password nor password_hash")
         tags = item.get("tags", [])
         if isinstance(tags, str):
             tags = [t for t in tags.split(",") if t]
-        auth.tags[name] = [str(t) for t in tags]
+        auth.put_user(name, password, [str(t) for t in tags])
     for item in _items(defs, "permissions"):
         user, vname = _str(item, "user"), _str(item, "vhost")
         if user not in auth.users:

@@ -17,12 +17,11 @@ from fakerabbit.broker.exchange import Binding, Exchange
 from fakerabbit.broker.fields import Field, FieldError, Table, from_python
 from fakerabbit.broker.policy import Policy
 from fakerabbit.broker.queue import Consumer, Queue
+from fakerabbit.broker.session import ConnectionInfo, Session
 
 if TYPE_CHECKING:
-    from fakerabbit.broker.broker import Broker, ConnectionInfo
-    from fakerabbit.broker.session import Session
-    from fakerabbit.protocol.connection import AMQPConnection
-    from fakerabbit.server import Server
+    from fakerabbit.broker.broker import Broker
+    from fakerabbit.protocol.listener import ConnectionDetails, Listener
 
 NODE = "rabbit@fakerabbit"
 PREDECLARED = frozenset({"", "amq.direct", "amq.fanout", "amq.topic", "amq.headers", "amq.match", "amq.rabbitmq.trace"})
@@ -124,23 +123,16 @@ def _split_peer(peer: str) -> tuple[str, int]:
 class Connections:
     """Finds the AMQP connection objects behind the broker's :class:`ConnectionInfo` records."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Listener) -> None:
         self.server = server
 
-    def protocol(self, info: ConnectionInfo) -> AMQPConnection | None:
-        for c in self.server.connections:
-            if c.info is info:
-                return c
-        return None
+    def details(self, info: ConnectionInfo) -> ConnectionDetails | None:
+        return self.server.details(info)
 
     def name(self, info: ConnectionInfo) -> str:
         """RabbitMQ's connection name: ``"127.0.0.1:50000 -> 127.0.0.1:5672"``."""
-        conn = self.protocol(info)
-        local = ""
-        if conn is not None and conn.transport is not None:
-            sock = conn.transport.get_extra_info("sockname")
-            if isinstance(sock, tuple):
-                local = f"{sock[0]}:{sock[1]}"
+        d = self.details(info)
+        local = f"{d.local_host}:{d.local_port}" if d is not None and d.local_host else ""
         return f"{info.peer} -> {local}" if info.peer and local else info.name
 
     def all(self, broker: Broker) -> list[ConnectionInfo]:
@@ -155,14 +147,10 @@ class Connections:
 
 def connection_json(info: ConnectionInfo, conns: Connections) -> dict[str, Any]:
     """``GET /api/connections`` item."""
-    conn = conns.protocol(info)
+    conn = conns.details(info)
     name = conns.name(info)
     peer_host, peer_port = _split_peer(info.peer)
-    host, port = "", 0
-    if conn is not None and conn.transport is not None:
-        sock = conn.transport.get_extra_info("sockname")
-        if isinstance(sock, tuple):
-            host, port = str(sock[0]), int(sock[1])
+    host, port = (conn.local_host, conn.local_port) if conn is not None else ("", 0)
     props = jsonable(dict(info.client_properties))
     user_name = props.get("connection_name") if isinstance(props, dict) else None
     out: dict[str, Any] = {
@@ -235,7 +223,8 @@ def channels(broker: Broker, conns: Connections) -> Iterator[tuple[ConnectionInf
 
 def consumer_json(c: Consumer, conns: Connections) -> dict[str, Any]:
     """``GET /api/consumers`` item (and ``consumer_details`` of a queue)."""
-    info = c.session.conn
+    session = _session(c)
+    info = session.conn
     peer_host, peer_port = _split_peer(info.peer)
     q = c.queue
     active = not q.settings.single_active_consumer or (bool(q.consumers) and q.consumers[0] is c)
@@ -249,9 +238,9 @@ def consumer_json(c: Consumer, conns: Connections) -> dict[str, Any]:
         "activity_status": status,
         "channel_details": {
             "connection_name": conns.name(info),
-            "name": channel_name(info, c.session.number, conns),
+            "name": channel_name(info, session.number, conns),
             "node": NODE,
-            "number": c.session.number,
+            "number": session.number,
             "peer_host": peer_host,
             "peer_port": peer_port,
             "user": info.user,
@@ -314,7 +303,7 @@ def queue_json(q: Queue, conns: Connections, unacked: dict[int, int], *, details
         out["messages"] += held
         out["message_bytes"] += held_bytes
     if q.exclusive_owner is not None:
-        owner = q.vhost.broker.connections.get(q.exclusive_owner)
+        owner = conns.server.broker.connections.get(q.exclusive_owner)
         if owner is not None:
             out["owner_pid_details"] = _connection_details(owner, conns)
     if details:
@@ -387,3 +376,9 @@ def policy_json(p: Policy) -> dict[str, Any]:
         "definition": dict(p.definition),
         "priority": p.priority,
     }
+
+
+def _session(c: Consumer) -> Session:
+    """The broker session (channel) of consumer ``c`` (queues see it through a narrow Protocol)."""
+    assert isinstance(c.session, Session)
+    return c.session

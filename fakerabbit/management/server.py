@@ -4,25 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from fakerabbit.errors import ManagementListenError
 from fakerabbit.management.api import ManagementAPI
 from fakerabbit.management.http import HTTPServer
 
 if TYPE_CHECKING:
-    from fakerabbit.server import FakeRabbit
+    from fakerabbit.management.core import ServedNode
 
-
-class ManagementListenError(OSError):
-    """The management port could not be bound (``address`` says which)."""
-
-    def __init__(self, errno: int | None, strerror: str | None, address: str) -> None:
-        super().__init__(errno, strerror)
-        self.address = address
+__all__ = ["ManagementListenError", "ManagementServer"]
 
 
 class ManagementServer:
     """Serves the RabbitMQ-compatible management API on the FakeRabbit's event loop."""
 
-    def __init__(self, rabbit: FakeRabbit, host: str, port: int) -> None:
+    def __init__(self, rabbit: ServedNode, host: str, port: int) -> None:
         self.host = host
         self.requested_port = port
         self.port = 0

@@ -8,12 +8,11 @@ from typing import Any
 from urllib.parse import quote
 
 from fakerabbit.broker import errors
-from fakerabbit.broker.broker import ConnectionInfo
 from fakerabbit.broker.exchange import Exchange
 from fakerabbit.broker.fields import FieldError
 from fakerabbit.broker.properties import PropertiesError, RawProperties, build_properties
 from fakerabbit.broker.queue import Queue
-from fakerabbit.broker.session import Session
+from fakerabbit.broker.session import ConnectionInfo, Session
 from fakerabbit.broker.vhost import Vhost
 from fakerabbit.management.core import (
     APIError,
@@ -120,7 +119,7 @@ def delete_queue(ctx: Ctx) -> Response:
     q = _queue(ctx)
     ctx.require("configure", "queue", q.name)
     try:
-        q.vhost.delete_queue_cmd(None, q.name, if_unused=ctx.flag("if-unused"), if_empty=ctx.flag("if-empty"))
+        ctx.vhost().delete_queue_cmd(None, q.name, if_unused=ctx.flag("if-unused"), if_empty=ctx.flag("if-empty"))
     except errors.AMQPError as exc:
         raise amqp_error(exc) from None
     return no_content()
@@ -129,7 +128,7 @@ def delete_queue(ctx: Ctx) -> Response:
 def purge_queue(ctx: Ctx) -> Response:
     q = _queue(ctx)
     ctx.require("read", "queue", q.name)
-    q.vhost.purge_queue(None, q.name)
+    ctx.vhost().purge_queue(None, q.name)
     return no_content()
 
 
@@ -137,7 +136,7 @@ def queue_bindings(ctx: Ctx) -> Response:
     q = _queue(ctx)
     rows = [default_binding_json(q)] + [
         binding_json(q.vhost.name, b.source, b.destination, "queue", b.routing_key, b.arguments)
-        for b in explicit_bindings(q.vhost.exchanges)
+        for b in explicit_bindings(ctx.vhost().exchanges)
         if b.destination_kind == "queue" and b.destination == q.name
     ]
     return listing(ctx, rows)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fakerabbit.server import Server
+    from fakerabbit.protocol.listener import Listener
 
 RESOURCES = ("memory", "disk")
 
@@ -29,7 +29,7 @@ RESOURCES = ("memory", "disk")
 class ResourceAlarms:
     """The node's alarms; owned by the server, consulted by every connection."""
 
-    def __init__(self, server: Server, memory_high_watermark: int | None = None) -> None:
+    def __init__(self, server: Listener, memory_high_watermark: int | None = None) -> None:
         self.server = server
         #: Bytes of message bodies (ready + unacknowledged) above which the memory alarm goes off; None: never.
         self.memory_high_watermark = memory_high_watermark

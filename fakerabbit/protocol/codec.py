@@ -130,10 +130,6 @@ def strip_cr_lf(name: str) -> str:
     return name.replace("\r", "").replace("\n", "") if ("\r" in name or "\n" in name) else name
 
 
-def has_typed_arguments(index: int) -> bool:
-    return index in _LAYOUTS
-
-
 def encode_connection_start(properties: list[tuple[str, str, object]], mechanisms: bytes, locales: bytes) -> bytes:
     """``connection.start`` 0-9 with server-properties in the given key order (pamqp would sort the keys)."""
     table = encode_table({key: (tag, value) for key, tag, value in properties})

@@ -35,7 +35,7 @@ from fakerabbit.protocol.heartbeat import HEARTBEAT_TIMEOUT_INTERVALS
 from fakerabbit.protocol.output import OUT_FLUSH_BYTES
 
 if TYPE_CHECKING:
-    from fakerabbit.server import Server
+    from fakerabbit.protocol.listener import Listener
 
 __all__ = [
     "CHANNEL_MAX",
@@ -64,7 +64,7 @@ HANDSHAKE_TIMEOUT = 10.0
 class AMQPConnection(asyncio.Protocol):
     """asyncio protocol speaking AMQP 0-9-1 to one client."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Listener) -> None:
         self.server = server
         self.broker = server.broker
         #: The wire rules of the RabbitMQ version the broker behaves as.

@@ -1,7 +1,7 @@
 """The test-facing part of :class:`fakerabbit.FakeRabbit`: inspection, events and fault injection.
 
 A mixin so that it lives apart from the server's lifecycle code; every method marshals onto the server's loop
-through ``self.call`` and returns immutable snapshots. Looking never consumes a message or changes state.
+through ``self._call`` and returns immutable snapshots. Looking never consumes a message or changes state.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from fakerabbit.testing.snapshots import (
 )
 
 if TYPE_CHECKING:
-    from fakerabbit.broker.broker import Broker, ConnectionInfo
+    from fakerabbit.broker.broker import Broker
+    from fakerabbit.broker.session import ConnectionInfo
     from fakerabbit.broker.vhost import Vhost
-    from fakerabbit.server import Server
+    from fakerabbit.protocol.listener import Listener
 
 T = TypeVar("T")
 
@@ -39,10 +40,10 @@ class TestingAPI:
 
     __test__ = False  # not a pytest test class
 
-    broker: Broker
-    server: Server
+    _broker: Broker
+    _listener: Listener
 
-    def call(self, fn: Callable[[], T]) -> T:  # implemented by FakeRabbit
+    def _call(self, fn: Callable[[], T]) -> T:  # implemented by FakeRabbit
         raise NotImplementedError
 
     def _look(self, fn: Callable[[], T]) -> T:
@@ -50,10 +51,10 @@ class TestingAPI:
         returned before this call is in its queue when ``fn`` looks)."""
 
         def run() -> T:
-            self.server.drain_inbound()
+            self._listener.drain_inbound()
             return fn()
 
-        return self.call(run)
+        return self._call(run)
 
     # -- inspection -----------------------------------------------------------------------------------------
     def queue(self, name: str, vhost: str = "/") -> QueueSnapshot:
@@ -142,13 +143,13 @@ class TestingAPI:
 
     def connections(self) -> list[ConnectionSnapshot]:
         """Snapshots of the open client connections, oldest first."""
-        return self._look(lambda: [ConnectionSnapshot.of(c) for c in self.broker.connections.values()])
+        return self._look(lambda: [ConnectionSnapshot.of(c) for c in self._broker.connections.values()])
 
     @property
     def events(self) -> Events:
         """What happened so far (a snapshot, oldest first): ``rabbit.events.for_message(id)``,
         ``.of_kind("dead-lettered")``, ``.for_queue("work")``, ... See :mod:`fakerabbit.testing.events`."""
-        return Events(self._look(self.broker.events.snapshot))
+        return Events(self._look(self._broker.events.snapshot))
 
     @property
     def problems(self) -> list[str]:
@@ -157,14 +158,14 @@ class TestingAPI:
         The pytest plugin fails the test with these at teardown; :meth:`clear_problems` forgets them (for a
         test that provokes one on purpose).
         """
-        return self._look(lambda: list(self.broker.problems))
+        return self._look(lambda: list(self._broker.problems))
 
     def clear_problems(self) -> list[str]:
         """Forget the recorded problems; returns them."""
 
         def take() -> list[str]:
-            out = list(self.broker.problems)
-            self.broker.problems.clear()
+            out = list(self._broker.problems)
+            self._broker.problems.clear()
             return out
 
         return self._look(take)
@@ -205,10 +206,7 @@ class TestingAPI:
 
         def do() -> int:
             if where is None:
-                conns = list(self.server.connections)
-                for c in conns:
-                    c.abort()
-                return len(conns)
+                return self._listener.abort_all()
             targets = self._select(where)
             for info in targets:
                 if info.drop is not None:
@@ -229,13 +227,11 @@ class TestingAPI:
         from fakerabbit.broker.restart import restart_broker
 
         def do() -> None:
-            for c in list(self.server.connections):
-                info = c.info
-                if graceful and info is not None and info.close is not None:
-                    info.close(320, SHUTDOWN_TEXT)
-                else:
-                    c.abort()
-            restart_broker(self.broker)
+            if graceful:
+                self._listener.close_all(SHUTDOWN_TEXT)
+            else:
+                self._listener.abort_all()
+            restart_broker(self._broker)
 
         self._look(do)
 
@@ -247,27 +243,27 @@ class TestingAPI:
         call, is blocked as RabbitMQ blocks publishers: it gets ``connection.blocked`` (if it announced the
         capability and was not told yet) and the broker stops reading it, so what it sends next waits.
         :meth:`reset` lifts the alarm too."""
-        self._look(lambda: self.server.alarms.block(reason))
+        self._look(lambda: self._listener.alarms.block(reason))
 
     def unblock(self) -> None:
         """Clear the alarm :meth:`block` raised: blocked connections get ``connection.unblocked`` (those that
         announced the capability) and are read again; what they sent meanwhile is handled in order."""
-        self._look(self.server.alarms.unblock)
+        self._look(self._listener.alarms.unblock)
 
     # -- helpers --------------------------------------------------------------------------------------------
     def _select(self, where: ConnectionFilter | None) -> list[ConnectionInfo]:
-        infos = list(self.broker.connections.values())
+        infos = list(self._broker.connections.values())
         if where is None:
             return infos
         return [i for i in infos if where(ConnectionSnapshot.of(i))]
 
     def _vhost(self, name: str) -> Vhost:
-        v = self.broker.vhosts.get(name)
+        v = self._broker.vhosts.get(name)
         if v is None:
-            raise LookupError(f"no vhost {name!r} (vhosts: {', '.join(repr(n) for n in self.broker.vhosts)})")
+            raise LookupError(f"no vhost {name!r} (vhosts: {', '.join(repr(n) for n in self._broker.vhosts)})")
         return v
 
     def _vhosts(self, name: str | None) -> list[Vhost]:
         if name is None:
-            return [self.broker.vhosts[n] for n in sorted(self.broker.vhosts)]
+            return [self._broker.vhosts[n] for n in sorted(self._broker.vhosts)]
         return [self._vhost(name)]

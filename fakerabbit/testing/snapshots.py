@@ -15,10 +15,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker.fields import table_to_python
+from fakerabbit.broker.session import ConnectionInfo, Session
 from fakerabbit.testing.xdeath import RoutingKeys, XDeath
 
 if TYPE_CHECKING:
-    from fakerabbit.broker.broker import ConnectionInfo
     from fakerabbit.broker.delayed import Pending
     from fakerabbit.broker.exchange import Binding, Exchange
     from fakerabbit.broker.message import Message
@@ -157,8 +157,8 @@ class ConsumerSnapshot:
         return cls(
             tag=c.tag,
             queue=c.queue.name,
-            connection_id=c.session.conn.id,
-            channel=c.session.number,
+            connection_id=_session(c).conn.id,
+            channel=_session(c).number,
             ack_required=not c.no_ack,
             exclusive=c.exclusive,
             prefetch_count=c.prefetch,
@@ -373,3 +373,9 @@ class ConnectionSnapshot:
             client_properties=_frozen(dict(c.client_properties)),
             channels=len(c.sessions),
         )
+
+
+def _session(c: Consumer) -> Session:
+    """The broker session (channel) of consumer ``c`` (queues see it through a narrow Protocol)."""
+    assert isinstance(c.session, Session)
+    return c.session

@@ -312,12 +312,12 @@ def test_a_closed_pipe_is_not_a_traceback(rabbit: FakeRabbit) -> None:
     import subprocess
 
     def many() -> None:  # more output than a pipe holds, so the writer meets the closed pipe
-        v = rabbit.broker.vhosts["/"]
+        v = rabbit._broker.vhosts["/"]
         for i in range(4000):
             name = f"queue-with-a-long-name-for-the-pipe-{i:05d}"
             v.declare_queue(None, name, passive=False, durable=True, exclusive=False, auto_delete=False, arguments={})
 
-    rabbit.call(many)
+    rabbit._call(many)
     cmd = [*fakerabbit_command(), "ctl", "--management-url", rabbit.management_url, "list_queues"]
     cmd_text = " ".join(f"'{c}'" for c in cmd)
     r = subprocess.run(

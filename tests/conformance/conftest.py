@@ -72,7 +72,7 @@ class Target:
         if self.real is not None:
             return self.real.label
         assert self.fake is not None
-        return str(self.fake.broker.profile.name)
+        return str(self.fake._broker.profile.name)
 
     def at_least(self, version: str) -> bool:
         """Does this target behave as RabbitMQ ``version`` or newer?"""

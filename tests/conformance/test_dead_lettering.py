@@ -306,7 +306,7 @@ def test_dl9_no_dlx_means_discarded(broker: Target, ch, qtype: str) -> None:
     quiet(broker)
     assert drain(ch, q) == [b"m3"]
     if broker.fake is not None:
-        dropped = [e.details["why"] for e in broker.fake.broker.events if e.kind == "dropped"]
+        dropped = [e.details["why"] for e in broker.fake._broker.events if e.kind == "dropped"]
         assert dropped == ["no dead-letter exchange", "no dead-letter exchange"]
 
 
@@ -589,7 +589,7 @@ def test_dead_lettering_switch_off(broker: Target) -> None:
         rabbit.clock.advance(2)  # 3 expires
         assert ch.queue_declare("dlq", passive=True).method.message_count == 0
         assert ch.queue_declare("q", passive=True).method.message_count == 0
-        reasons = [e.details["reason"] for e in rabbit.broker.events if e.kind == "dropped"]
+        reasons = [e.details["reason"] for e in rabbit._broker.events if e.kind == "dropped"]
         assert reasons == ["maxlen", "rejected", "expired"]
         conn.close()
 
@@ -601,7 +601,7 @@ def test_dead_lettering_switch_off(broker: Target) -> None:
 
 def _dropped(broker: Target, reason: str) -> int:
     assert broker.fake is not None
-    return sum(1 for e in broker.fake.broker.events if e.kind == "dropped" and e.details["reason"] == reason)
+    return sum(1 for e in broker.fake._broker.events if e.kind == "dropped" and e.details["reason"] == reason)
 
 
 def test_q39_metric_maxlen(broker: Target, ch) -> None:

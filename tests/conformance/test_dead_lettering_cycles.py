@@ -22,7 +22,7 @@ def test_q20_cycle_max_length(broker: Target, ch, qtype: str) -> None:
     quiet(broker)
     assert ready(ch, q) == 0
     if broker.fake is not None:
-        whys = [e.details["why"] for e in broker.fake.broker.events if e.kind == "dropped"]
+        whys = [e.details["why"] for e in broker.fake._broker.events if e.kind == "dropped"]
         assert whys == ["dead-letter cycle"]
 
 

@@ -41,7 +41,7 @@ def limited(broker: Target) -> Iterator[LimitedUser]:
         with FakeRabbit(users={user: "pw"}) as rabbit:
 
             def set_fake(configure: str, write: str, read: str) -> None:
-                rabbit.call(lambda: rabbit.broker.auth.set_permissions(user, "/", configure, write, read))
+                rabbit._call(lambda: rabbit._broker.auth.set_permissions(user, "/", configure, write, read))
 
             yield LimitedUser(f"amqp://{user}:pw@127.0.0.1:{rabbit.port}/%2F", user, set_fake, broker.at_least("4.0"))
         return

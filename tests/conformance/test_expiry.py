@@ -41,9 +41,9 @@ def test_qx1_expires_exactly_after_n_ms(broker: Target, ch: BlockingChannel) -> 
     fake = broker.fake
     assert fake is not None
     broker.advance(0.999)
-    assert fake.call(lambda: q in fake.broker.vhost("/").queues)
+    assert fake._call(lambda: q in fake._broker.vhost("/").queues)
     broker.advance(0.001)
-    assert not fake.call(lambda: q in fake.broker.vhost("/").queues)
+    assert not fake._call(lambda: q in fake._broker.vhost("/").queues)
 
 
 @pytest.mark.parametrize("how", ["redeclare", "passive", "get"])

@@ -41,13 +41,13 @@ def user(broker: Target) -> Iterator[User]:
     name = f"perm-{uuid.uuid4().hex[:8]}"
     if broker.fake is not None:
         with FakeRabbit(users={"guest": "guest", name: "pw"}) as rabbit:
-            auth = rabbit.broker.auth
+            auth = rabbit._broker.auth
 
             def grant_fake(configure: str, write: str, read: str) -> None:
-                rabbit.call(lambda: auth.set_permissions(name, "/", configure, write, read))
+                rabbit._call(lambda: auth.set_permissions(name, "/", configure, write, read))
 
             def revoke_fake() -> None:
-                rabbit.call(lambda: auth.permissions.pop((name, "/"), None))
+                rabbit._call(lambda: auth.permissions.pop((name, "/"), None))
 
             yield User(
                 name,

@@ -112,7 +112,7 @@ class Api:
         if self.real is not None:
             return self.real.version
         assert self.fake is not None
-        return self.fake.broker.profile.server_version
+        return self.fake._broker.profile.server_version
 
     def at_least(self, version: str) -> bool:
         """Does the target behave as RabbitMQ ``version`` or later?"""

@@ -214,7 +214,7 @@ def test_an_unknown_hashing_algorithm_is_stored_and_never_logs_in(api: Api) -> N
     with pytest.raises(pika.exceptions.ProbableAuthenticationError):
         pika.BlockingConnection(pika.URLParameters(url))
     if api.fake is not None:
-        assert api.fake.broker.problems == []
+        assert api.fake._broker.problems == []
     a = api.request("POST", "/api/definitions", {"users": [{**user, "hashing_algorithm": 5, "tags": ""}]})
     assert (a.status, a.body) == (400, {"error": "bad_request", "reason": "function_clause"})
 

@@ -102,6 +102,42 @@ def test_reset_drops_state_and_connections(rabbit: FakeRabbit) -> None:
             conn.process_data_events(time_limit=0.05)
 
 
+def test_reset_restores_the_initial_vhosts_users_and_permissions() -> None:
+    """Whatever the management API did to vhosts, users, tags and permissions, reset() brings back what the
+    constructor gave (deleting ``/`` then resetting used to leave no vhost: ``rabbit.url`` raised StopIteration)."""
+    with FakeRabbit(management=True, users={"guest": "guest", "app": "secret"}, vhosts=("/", "tenant")) as r:
+        before = {path: req(r, "GET", path).body for path in ("/api/vhosts", "/api/users", "/api/permissions")}
+        assert req(r, "DELETE", "/api/vhosts/%2F").status == 204
+        assert req(r, "DELETE", "/api/vhosts/tenant").status == 204
+        assert req(r, "PUT", "/api/vhosts/extra", {}).status == 201
+        assert req(r, "DELETE", "/api/users/app").status == 204
+        assert req(r, "PUT", "/api/users/intruder", {"password": "x", "tags": "administrator"}).status == 201
+        assert req(r, "PUT", "/api/users/guest", {"password": "changed", "tags": "monitoring"}).status == 204
+        assert req(r, "GET", "/api/vhosts", auth=("guest", "changed")).body[0]["name"] == "extra"
+        r.reset()
+        after = {path: req(r, "GET", path).body for path in ("/api/vhosts", "/api/users", "/api/permissions")}
+        assert after == before
+        assert [v["name"] for v in after["/api/vhosts"]] == ["/", "tenant"]
+        assert r.url.endswith("/%2F")  # (was StopIteration with no vhost left)
+        conn = pika.BlockingConnection(
+            pika.URLParameters(r.url.replace("/%2F", "/tenant").replace("guest:guest", "app:secret"))
+        )
+        conn.channel().queue_declare("works")
+        conn.close()
+        assert req(r, "GET", "/api/overview", auth=("intruder", "x")).status == 401
+
+
+def test_reset_through_the_api_restores_a_deleted_default_vhost(rabbit: FakeRabbit) -> None:
+    assert req(rabbit, "DELETE", "/api/vhosts/%2F").status == 204
+    assert req(rabbit, "GET", "/api/vhosts").body == []
+    assert req(rabbit, "POST", "/api/fakerabbit/reset").status == 204
+    assert [v["name"] for v in req(rabbit, "GET", "/api/vhosts").body] == ["/"]
+    assert req(rabbit, "GET", "/api/permissions").body == [
+        {"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}
+    ]
+    pika.BlockingConnection(pika.URLParameters(rabbit.url)).close()
+
+
 def test_what_a_client_just_published_is_counted(rabbit: FakeRabbit) -> None:
     conn = pika.BlockingConnection(pika.URLParameters(rabbit.url))
     ch = conn.channel()

@@ -205,7 +205,7 @@ def test_alarm_health_checks_fail_while_blocked(api: Api, check: str) -> None:
 @pytest.mark.fake_only
 def test_a_memory_alarm_fails_the_alarms_check_and_shows_in_nodes(api: Api) -> None:
     assert api.fake is not None
-    api.fake.server.alarms.memory_high_watermark = 10  # bytes of message bodies
+    api.fake._listener.alarms.memory_high_watermark = 10  # bytes of message bodies
     _publish(api, api.name(), "more than ten bytes")
     assert api.request("GET", "/api/health/checks/alarms").status == 503
     assert api.request("GET", "/api/nodes").body[0]["mem_alarm"] is True

@@ -156,7 +156,7 @@ def test_reset_lifts_block(fakerabbit: FakeRabbit, fakerabbit_url: str, how: str
     if how == "block":
         fakerabbit.block()
     else:
-        fakerabbit.call(lambda: fakerabbit.server.alarms.set_alarm("disk", True))
+        fakerabbit.set_alarm("disk", True)
     fakerabbit.reset()
     later = connect(fakerabbit_url)
     seen = blocked_log(later)

@@ -18,16 +18,16 @@ BODY = b"x" * 10_000
 
 def write_buffer(rabbit: FakeRabbit, peer_port: int) -> int:
     def look() -> int:
-        for c in rabbit.server.connections:
+        for c in rabbit._listener.connections:
             if c.transport is not None and c.peer.endswith(f":{peer_port}"):
                 return c.transport.get_write_buffer_size()
         raise AssertionError("connection not found")
 
-    return rabbit.call(look)
+    return rabbit._call(look)
 
 
 def ready(rabbit: FakeRabbit, q: str) -> int:
-    return rabbit.call(lambda: rabbit.broker.vhost("/").queues[q].ready_count)
+    return rabbit._call(lambda: rabbit._broker.vhost("/").queues[q].ready_count)
 
 
 def test_slow_consumer_gets_back_pressure_not_an_unbounded_buffer() -> None:
@@ -138,18 +138,18 @@ def test_alarm_raised_by_hand_blocks_until_cleared() -> None:
     with FakeRabbit(clock="system") as rabbit:
         pub = RawAMQP.connect(rabbit.url)
         pub.open_channel(1)
-        rabbit.call(lambda: rabbit.server.alarms.set_alarm("disk", True))
+        rabbit.set_alarm("disk", True)
         pub.publish(1, "amq.direct", "nowhere")
         f = pub.wait("Connection.Blocked")
         assert f.method.reason == "low on disk"
-        rabbit.call(lambda: rabbit.server.alarms.set_alarm("memory", True))
+        rabbit.set_alarm("memory", True)
         assert pub.quiet(0.1) == []  # blocked once, whatever else goes off
-        rabbit.call(lambda: rabbit.server.alarms.set_alarm("disk", False))
+        rabbit.set_alarm("disk", False)
         assert pub.quiet(0.1) == []  # still low on memory
-        rabbit.call(lambda: rabbit.server.alarms.set_alarm("memory", False))
+        rabbit.set_alarm("memory", False)
         assert pub.wait("Connection.Unblocked").name == "Connection.Unblocked"
         with pytest.raises(ValueError):
-            rabbit.call(lambda: rabbit.server.alarms.set_alarm("cpu", True))
+            rabbit.set_alarm("cpu", True)
         pub.close()
 
 
@@ -157,13 +157,13 @@ def test_blocked_connection_is_not_dropped_for_missed_heartbeats() -> None:
     with FakeRabbit(clock="system") as rabbit:
         pub = RawAMQP.connect(rabbit.url, heartbeat=1)
         pub.open_channel(1)
-        rabbit.call(lambda: rabbit.server.alarms.set_alarm("memory", True))
+        rabbit.set_alarm("memory", True)
         pub.publish(1, "amq.direct", "nowhere")
         assert pub.wait("Connection.Blocked").name == "Connection.Blocked"
         deadline = time.monotonic() + 4
         while time.monotonic() < deadline:
             pub.quiet(0.5)  # we send nothing; the broker does not read us anyway
             assert not pub.eof
-        rabbit.call(lambda: rabbit.server.alarms.set_alarm("memory", False))
+        rabbit.set_alarm("memory", False)
         assert pub.wait("Connection.Unblocked").name == "Connection.Unblocked"
         pub.close()

@@ -235,9 +235,9 @@ def _comparable(o: Outcome) -> Outcome:
 @given(data=streams)
 @pytest.mark.timeout(600)
 def test_fuzzed_streams(rabbit: FakeRabbit, data: bytes) -> None:
-    rabbit.call(rabbit.broker.problems.clear)
+    rabbit._call(rabbit._broker.problems.clear)
     fake = run_example(rabbit.url, data, timeout=5)
-    internal = [p for p in rabbit.broker.problems if "internal error" in p]
+    internal = [p for p in rabbit._broker.problems if "internal error" in p]
     assert not internal, internal
     if REAL_URL and _compared[0] < REAL_EXAMPLES:
         _compared[0] += 1
@@ -251,6 +251,6 @@ def test_fuzzing_leaves_no_connections_behind(rabbit: FakeRabbit) -> None:
         run_example(rabbit.url, data, timeout=5)
     still_serves(rabbit.url)
     deadline = time.monotonic() + 5
-    while rabbit.call(lambda: len(rabbit.server.connections)) and time.monotonic() < deadline:
+    while rabbit._call(lambda: len(rabbit._listener.connections)) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert rabbit.call(lambda: len(rabbit.server.connections)) == 0
+    assert rabbit._call(lambda: len(rabbit._listener.connections)) == 0

@@ -95,7 +95,7 @@ def test_a_dropped_connection_frees_its_unfinished_bodies_at_once() -> None:
             c.send(frame(3, 1, chunk))
         c.send(frame(3, 1, chunk)[:1000])  # and a frame cut short, waiting in the reader's buffer
         deadline = time.monotonic() + 5
-        conns = list(rabbit.server.connections)
+        conns = list(rabbit._listener.connections)
         assert len(conns) == 1
         amqp: AMQPConnection = conns[0]
 
@@ -110,9 +110,9 @@ def test_a_dropped_connection_frees_its_unfinished_bodies_at_once() -> None:
         try:
             c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             c.sock.close()
-            while rabbit.server.connections and time.monotonic() < deadline:
+            while rabbit._listener.connections and time.monotonic() < deadline:
                 time.sleep(0.01)
-            assert not rabbit.server.connections
+            assert not rabbit._listener.connections
             assert amqp.reader.pending() == 0
             assert all(ch._body == [] for ch in handlers)
             assert amqp.channels == {}

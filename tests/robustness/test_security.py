@@ -13,7 +13,7 @@ from fakerabbit.cli import build_parser
 
 
 def bound_address(rabbit: FakeRabbit) -> str:
-    server = rabbit.server._server
+    server = rabbit._listener._server
     assert server is not None
     return str(server.sockets[0].getsockname()[0])
 
@@ -66,7 +66,7 @@ def test_credentials_are_always_checked() -> None:
 
 def test_a_user_without_permissions_cannot_open_the_vhost() -> None:
     with FakeRabbit(users={"app": "pw", "nobody": "pw"}) as rabbit:
-        rabbit.call(lambda: rabbit.broker.auth.permissions.pop(("nobody", "/")))
+        rabbit._call(lambda: rabbit._broker.auth.permissions.pop(("nobody", "/")))
         with pytest.raises(pika.exceptions.ProbableAccessDeniedError) as exc:
             pika.BlockingConnection(pika.URLParameters(rabbit.url.replace("app:pw", "nobody:pw")))
         assert "NOT_ALLOWED - access to vhost '/' refused for user 'nobody'" in str(exc.value)

@@ -75,11 +75,11 @@ def fake_connection(rabbit: FakeRabbit, client_port: int) -> Any:
     """The fake's AMQPConnection for the client socket bound to local port ``client_port``."""
 
     def find() -> Any:
-        for c in rabbit.server.connections:
+        for c in rabbit._listener.connections:
             if c.peer.endswith(f":{client_port}"):
                 return c
         return None
 
-    conn = rabbit.call(find)
+    conn = rabbit._call(find)
     assert conn is not None, f"no fake connection from port {client_port}"
     return conn

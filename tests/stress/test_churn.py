@@ -128,10 +128,14 @@ def settled(rabbit: FakeRabbit, timeout: float = 5.0) -> tuple[int, int, int]:
     deadline = time.monotonic() + timeout
 
     def counts() -> tuple[int, int, int]:
-        return len(rabbit.server.connections), len(rabbit.broker.connections), len(rabbit.broker.vhosts["/"].queues)
+        return (
+            len(rabbit._listener.connections),
+            len(rabbit._broker.connections),
+            len(rabbit._broker.vhosts["/"].queues),
+        )
 
     while True:
-        got = rabbit.call(counts)
+        got = rabbit._call(counts)
         if got == (0, 0, 0) or time.monotonic() > deadline:
             return got
         time.sleep(0.02)
@@ -145,7 +149,7 @@ def tracing() -> Iterator[None]:
 
 
 def test_5000_connect_close_cycles_leak_nothing(rabbit: FakeRabbit, tracing: None) -> None:
-    rabbit.broker.events.enabled = False
+    rabbit._broker.events.enabled = False
     t0 = time.monotonic()
     run_cycles(rabbit.url, 0, WARMUP)
     assert settled(rabbit) == (0, 0, 0)

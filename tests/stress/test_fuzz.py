@@ -281,7 +281,7 @@ class Env:
         self.examples = 0
 
     def sync(self) -> None:
-        self.rabbit.call(self.rabbit.server.drain_inbound)
+        self.rabbit._call(self.rabbit._listener.drain_inbound)
 
     def open(self, frame_max: int = 131072) -> tuple[RawAMQP, Any]:
         c = RawAMQP.connect(self.rabbit.url, frame_max=frame_max)
@@ -325,7 +325,7 @@ class Env:
         finally:
             c.sock.close()
         deadline = time.monotonic() + END_TIMEOUT
-        while self.rabbit.call(lambda: conn in self.rabbit.server.connections):
+        while self.rabbit._call(lambda: conn in self.rabbit._listener.connections):
             assert time.monotonic() < deadline, "the broker kept a connection whose socket was closed"
             time.sleep(0.002)
         if expect.published is not None:
@@ -341,11 +341,13 @@ class Env:
             self.sync()
             # If a frame is still half-read, the close-ok only adds to its payload: RabbitMQ too waits for more
             # (and closes after its 30 s closing timeout). Otherwise the socket must close now.
-            reading = self.rabbit.call(lambda: not conn.closed and not conn.stopped and conn.reader.pending() > 0)
+            reading = self.rabbit._call(lambda: not conn.closed and not conn.stopped and conn.reader.pending() > 0)
             if not reading:
                 assert c.wait_eof(END_TIMEOUT), f"no EOF after {out.close} and close-ok"
         elif not out.eof:
-            alive = self.rabbit.call(lambda: conn.state == "running" and not conn.stopped and not conn.reader.pending())
+            alive = self.rabbit._call(
+                lambda: conn.state == "running" and not conn.stopped and not conn.reader.pending()
+            )
             if alive:  # nothing half-sent is pending: the connection must still answer
                 probe = c.rpc(PROBE_CHANNEL, spec.Channel.Open(), "Channel.OpenOk", timeout=END_TIMEOUT)
                 check_frame(probe)

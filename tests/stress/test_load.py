@@ -138,13 +138,13 @@ def unacked_bodies(rabbit: FakeRabbit, clients: list[Client]) -> set[bytes]:
 
     def collect() -> set[bytes]:
         out: set[bytes] = set()
-        for conn in rabbit.server.connections:
+        for conn in rabbit._listener.connections:
             if conn.info is not None and int(conn.peer.rsplit(":", 1)[1]) in ports:
                 for session in conn.info.sessions.values():
                     out.update(u.entry.msg.body for u in session.unacked.values())
         return out
 
-    return rabbit.call(collect)
+    return rabbit._call(collect)
 
 
 def kill(client: Client) -> None:
@@ -154,7 +154,7 @@ def kill(client: Client) -> None:
 
 @pytest.fixture
 def rabbit_without_events(rabbit: FakeRabbit) -> FakeRabbit:
-    rabbit.broker.events.enabled = False  # 30,000 messages x 4 events would only measure the event log
+    rabbit._broker.events.enabled = False  # 30,000 messages x 4 events would only measure the event log
     return rabbit
 
 

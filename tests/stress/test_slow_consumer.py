@@ -70,7 +70,7 @@ class BufferWatch:
             queued = sum(len(p) for p in self.conn._out)
             return queued + (transport.get_write_buffer_size() if transport is not None else 0)
 
-        return self.rabbit.call(size)
+        return self.rabbit._call(size)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -139,7 +139,7 @@ def test_a_stalled_consumer_does_not_make_the_broker_buffer_what_is_published(
         t0 = time.monotonic()
         publish_all(publisher)  # 800 confirms: the publisher is served while the consumer is stuck
         publish_s = time.monotonic() - t0
-        paused = rabbit.call(lambda: conn.write_paused)
+        paused = rabbit._call(lambda: conn.write_paused)
         waiting = backlog(rabbit)
         held_while_stalled = watch.max
         got = drain(consumer, MESSAGES)
@@ -164,7 +164,7 @@ def test_a_backlog_is_not_dumped_into_the_buffer_of_a_slow_consumer(rabbit: Fake
     with BufferWatch(rabbit, conn) as watch:
         consumer.rpc(1, spec.Basic.Consume(queue=QUEUE, consumer_tag="slow", no_ack=True), "Basic.ConsumeOk")
         time.sleep(0.3)
-        paused = rabbit.call(lambda: conn.write_paused)
+        paused = rabbit._call(lambda: conn.write_paused)
         waiting = backlog(rabbit)
         publish_all(publisher, 10, start=MESSAGES)  # the publisher is still served
         got = drain(consumer, MESSAGES + 10)

@@ -125,7 +125,7 @@ async def test_advance_from_a_coroutine_on_the_servers_loop_drains_unread_publis
         )
         for i in range(3):
             await channel.default_exchange.publish(aio_pika.Message(str(i).encode()), routing_key="q")
-        q = rabbit.broker.vhost("/").queues["q"]
+        q = rabbit._broker.vhost("/").queues["q"]
         # aio-pika has written the publishes, but the server on this loop has not read (at least) the last ...
         assert q.ready_count < 3
         # ... advance() reads them at the old time, then moves time and expires them.
@@ -146,9 +146,9 @@ async def test_drain_inbound_alone() -> None:
         channel = await connection.channel(publisher_confirms=False)
         await channel.declare_queue("q")
         await channel.default_exchange.publish(aio_pika.Message(b"m"), routing_key="q")
-        q = rabbit.broker.vhost("/").queues["q"]
+        q = rabbit._broker.vhost("/").queues["q"]
         assert q.ready_count == 0
-        rabbit.call(rabbit.server.drain_inbound)
+        rabbit._call(rabbit._listener.drain_inbound)
         assert q.ready_count == 1
         await connection.close()
 

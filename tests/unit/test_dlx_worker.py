@@ -148,9 +148,9 @@ def test_dead_lettering_off_drops_instead_of_holding() -> None:
 
 def test_held_dead_letters_are_in_the_snapshot() -> None:
     with FakeRabbit() as rabbit:
-        rabbit.call(lambda: declare(rabbit.broker.vhost("/"), "src", **ALO, **{"x-dead-letter-exchange": "none"}))
-        v = rabbit.broker.vhost("/")
-        rabbit.call(lambda: v.dead_letter(v.queues["src"], [msg()], "expired"))
+        rabbit._call(lambda: declare(rabbit._broker.vhost("/"), "src", **ALO, **{"x-dead-letter-exchange": "none"}))
+        v = rabbit._broker.vhost("/")
+        rabbit._call(lambda: v.dead_letter(v.queues["src"], [msg()], "expired"))
         snap = rabbit.queue("src")
         assert (snap.message_count, snap.dead_letters_held) == (0, 1)
         (held,) = snap.held_dead_letters
@@ -159,8 +159,8 @@ def test_held_dead_letters_are_in_the_snapshot() -> None:
 
 
 def test_retry_interval_option() -> None:
-    assert FakeRabbit(dead_letter_retry_interval=5).broker.dead_letter_confirm_timeout_ms == 5000
-    assert FakeRabbit().broker.dead_letter_confirm_timeout_ms == 180_000
+    assert FakeRabbit(dead_letter_retry_interval=5)._broker.dead_letter_confirm_timeout_ms == 5000
+    assert FakeRabbit()._broker.dead_letter_confirm_timeout_ms == 180_000
     with pytest.raises(ValueError, match="positive"):
         FakeRabbit(dead_letter_retry_interval=0)
 

@@ -1,6 +1,6 @@
 """Inspection snapshots, the event log view, restart and problems, driven through the broker without sockets.
 
-A :class:`FakeRabbit` that is never started runs ``rabbit.call(fn)`` inline, so the test-facing API can be
+A :class:`FakeRabbit` that is never started runs ``rabbit._call(fn)`` inline, so the test-facing API can be
 exercised on a broker fed directly through a :class:`Session` with a recording sink.
 """
 
@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 
 from fakerabbit import FakeRabbit
-from fakerabbit.broker.broker import ConnectionInfo
 from fakerabbit.broker.fields import table_from_python
 from fakerabbit.broker.properties import build_properties
-from fakerabbit.broker.session import Session
+from fakerabbit.broker.session import ConnectionInfo, Session
 from fakerabbit.testing import (
     ExchangeSnapshot,
     MessageSnapshot,
@@ -54,13 +53,13 @@ class Client:
 
     def __init__(self, rabbit: FakeRabbit, *, name: str = "unit") -> None:
         self.rabbit = rabbit
-        self.conn: ConnectionInfo = rabbit.broker.open_connection(
+        self.conn: ConnectionInfo = rabbit._broker.open_connection(
             "guest", "/", peer="127.0.0.1:1", client_properties={"connection_name": name}
         )
         self.sink = Sink()
-        self.session = Session(self.conn, 1, rabbit.broker.vhost("/"), self.sink)
+        self.session = Session(self.conn, 1, rabbit._broker.vhost("/"), self.sink)
         self.conn.sessions[1] = self.session
-        self.vhost = rabbit.broker.vhost("/")
+        self.vhost = rabbit._broker.vhost("/")
 
     def declare(self, name: str, *, durable: bool = False, exclusive: bool = False, **args: Any) -> None:
         self.vhost.declare_queue(
@@ -129,7 +128,7 @@ def test_queue_snapshot_shows_messages_without_consuming(rabbit: FakeRabbit, cli
     assert first.expires_at == datetime(2024, 1, 1, 0, 1, tzinfo=UTC)
     assert second.json() == {"n": 2} and first.text == "one"
     assert again.bodies == q.bodies  # looking twice changed nothing
-    assert rabbit.broker.vhost("/").queues["work"].ready_count == 2
+    assert rabbit._broker.vhost("/").queues["work"].ready_count == 2
 
 
 def test_snapshot_does_not_follow_later_changes(rabbit: FakeRabbit, client: Client) -> None:
@@ -329,12 +328,12 @@ def test_restart_keeps_durable_state_and_persistent_messages(rabbit: FakeRabbit,
 
 
 def test_problems_and_reset(rabbit: FakeRabbit, client: Client) -> None:
-    rabbit.broker.report_problem("something unsupported")
+    rabbit._broker.report_problem("something unsupported")
     assert rabbit.problems == ["something unsupported"]
     assert rabbit.clear_problems() == ["something unsupported"] and rabbit.problems == []
     client.declare("q")
     client.publish("q", b"a")
-    rabbit.broker.report_problem("again")
+    rabbit._broker.report_problem("again")
     rabbit.reset()
     assert rabbit.queues() == [] and len(rabbit.events) == 0 and rabbit.problems == []
 
@@ -343,12 +342,12 @@ def test_problems_are_bounded(rabbit: FakeRabbit) -> None:
     from fakerabbit.broker.broker import MAX_PROBLEMS
 
     for i in range(MAX_PROBLEMS + 5):
-        rabbit.broker.report_problem(f"p{i}")
+        rabbit._broker.report_problem(f"p{i}")
     problems = rabbit.problems
     assert len(problems) == MAX_PROBLEMS
     assert problems[0] == "... 6 earlier problem(s) not kept"
     assert problems[1] == "p6" and problems[-1] == f"p{MAX_PROBLEMS + 4}"
     rabbit.clear_problems()
     for i in range(MAX_PROBLEMS + 1):
-        rabbit.broker.report_problem(f"again {i}")
+        rabbit._broker.report_problem(f"again {i}")
     assert rabbit.problems[:2] == ["... 2 earlier problem(s) not kept", "again 2"]

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fakerabbit.broker import topic
-from fakerabbit.broker.exchange import Binding, Exchange, topic_matches
+from fakerabbit.broker.exchange import Binding, Exchange
 from fakerabbit.broker.topic import TopicTrie
 
 # Few distinct words, so that random patterns and keys often match; "" makes empty words ("a..b", ".a", "").
@@ -17,6 +17,28 @@ PATTERN_WORDS = st.sampled_from(["a", "b", "", "*", "#", "a*", "#a"])
 KEY_WORDS = st.sampled_from(["a", "b", "", "c", "*", "#"])
 patterns = st.lists(PATTERN_WORDS, min_size=1, max_size=6).map(".".join)
 keys = st.lists(KEY_WORDS, min_size=1, max_size=7).map(".".join)
+
+
+# The reference matcher (the broker routes with the trie; this is the definition it is checked against).
+def topic_matches(pattern: str, key: str) -> bool:
+    """AMQP topic matching: words split on '.', '*' matches one word, '#' zero or more."""
+    return _match(pattern.split("."), 0, key.split("."), 0)
+
+
+def _match(p: list[str], i: int, k: list[str], j: int) -> bool:
+    while i < len(p):
+        word = p[i]
+        if word == "#":
+            if i == len(p) - 1:
+                return True
+            return any(_match(p, i + 1, k, jj) for jj in range(j, len(k) + 1))
+        if j >= len(k):
+            return False
+        if word != "*" and word != k[j]:
+            return False
+        i += 1
+        j += 1
+    return j == len(k)
 
 
 def binding(pattern: str, dest: str = "q") -> Binding:

@@ -1,0 +1,66 @@
+"""The public API is what ``fakerabbit.__all__`` lists: complete, documented, and cheap to import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import fakerabbit
+import fakerabbit.testing
+
+
+def test_all_names_exist_and_have_docstrings() -> None:
+    for module in (fakerabbit, fakerabbit.testing):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            assert (obj.__doc__ or "").strip(), f"{module.__name__}.{name} has no docstring"
+
+
+def test_all_lists_the_clocks_and_the_errors_the_api_raises() -> None:
+    assert {"FakeRabbit", "VirtualClock", "FollowingClock", "SystemClock", "Clock"} <= set(fakerabbit.__all__)
+    assert {"ManagementListenError", "PolicyError", "AMQPError", "SoftError", "HardError"} <= set(fakerabbit.__all__)
+    assert issubclass(fakerabbit.ManagementListenError, OSError)
+    assert issubclass(fakerabbit.PolicyError, ValueError)
+
+
+def test_public_methods_of_fakerabbit_have_docstrings() -> None:
+    missing = [
+        name
+        for name in dir(fakerabbit.FakeRabbit)
+        if not name.startswith("_") and not (getattr(fakerabbit.FakeRabbit, name).__doc__ or "").strip()
+    ]
+    assert missing == []
+
+
+def test_importing_fakerabbit_does_not_load_the_management_api() -> None:
+    code = "import sys, fakerabbit; print(any(m.startswith('fakerabbit.management') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_the_old_internal_attributes_still_work_but_warn() -> None:
+    rabbit = fakerabbit.FakeRabbit()
+    with pytest.warns(DeprecationWarning, match="FakeRabbit.broker is internal"):
+        assert rabbit.broker is rabbit._broker
+    with pytest.warns(DeprecationWarning, match="FakeRabbit.server is internal"):
+        assert rabbit.server is rabbit._listener
+    with pytest.warns(DeprecationWarning, match="FakeRabbit.call is internal"):
+        assert rabbit.call(lambda: 42) == 42
+
+
+def test_set_permissions_and_set_alarm_replace_reaching_into_internals() -> None:
+    rabbit = fakerabbit.FakeRabbit()
+    rabbit.set_permissions("guest", "/", configure="^mine$", write="", read=".*")
+    assert not rabbit._broker.auth.allows("guest", "/", "write", "exchange", "x")
+    assert rabbit._broker.auth.allows("guest", "/", "configure", "queue", "mine")
+    with pytest.raises(ValueError):
+        rabbit.set_permissions("guest", "/", configure="(")
+    rabbit.set_alarm("disk", True)
+    assert rabbit._listener.alarms.blocking
+    rabbit.set_alarm("disk", False)
+    assert not rabbit._listener.alarms.blocking
+    rabbit.set_permissions("guest", "/", write="^nothing$")
+    rabbit.reset()
+    assert rabbit._broker.auth.allows("guest", "/", "write", "exchange", "x")
