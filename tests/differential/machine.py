@@ -18,7 +18,15 @@ exchanges = st.sampled_from(O.EXCHANGES)
 channels = st.sampled_from(O.CHANNELS)
 routing_keys = st.sampled_from(("k1", "k2", "k1.a", *O.QUEUES))
 binding_keys = st.sampled_from(("", "k1", "k2", "k1.a", "k1.*", "#", *O.QUEUES))
-header_bindings = st.sampled_from(({}, {"x-match": "any", "h": "a"}, {"x-match": "all", "h": "a", "g": "b"}))
+header_bindings = st.sampled_from(
+    (
+        {},
+        {"x-match": "any", "h": "a"},
+        {"x-match": "all", "h": "a", "g": "b"},
+        {"x-match": "any-with-x", "x-h": "a"},
+        {"x-match": "all", "h": "a"},
+    )
+)
 
 _dlx = {
     "x-dead-letter-exchange": st.sampled_from(("", *O.EXCHANGES)),
@@ -44,6 +52,7 @@ classic_args = st.builds(
             "x-overflow": st.sampled_from(("drop-head", "reject-publish", "reject-publish-dlx")),
             "x-max-priority": st.integers(1, 3),
             "x-single-active-consumer": st.just(True),
+            "x-max-length-bytes": st.integers(0, 6),
         },
     ),
     _dl_keys,
@@ -57,6 +66,7 @@ quorum_args = st.builds(
             "x-overflow": st.sampled_from(("drop-head", "reject-publish", "reject-publish")),
             "x-delivery-limit": st.integers(0, 2),
             "x-dead-letter-strategy": st.sampled_from(("at-least-once", "at-most-once")),
+            "x-max-length-bytes": st.integers(0, 6),
             "x-single-active-consumer": st.just(True),
         },
     ),
@@ -120,6 +130,7 @@ publish_headers = st.one_of(
             "CC": st.lists(st.sampled_from(("k1", "k2", *O.QUEUES)), min_size=1, max_size=2),
             "BCC": st.lists(st.sampled_from(("k1", "k2", *O.QUEUES)), min_size=1, max_size=2),
             "h": st.sampled_from(("a", "b")),
+            "x-h": st.just("a"),
             "g": st.just("b"),
         },
     ).map(_order),
@@ -134,6 +145,7 @@ publishes = st.builds(
     persistent=st.booleans(),
     headers=publish_headers,
     ch=channels,
+    immediate=st.sampled_from((False,) * 15 + (True,)),
 )
 
 
@@ -168,7 +180,8 @@ message_ops = st.one_of(
     st.builds(O.Reject, _index, requeue=st.booleans(), ch=channels),
     st.builds(O.Reject, _index, requeue=st.booleans(), ch=channels),
     st.builds(O.AckUnknown, ch=channels),
-    st.builds(O.Recover, ch=channels),
+    st.builds(O.Recover, ch=channels, requeue=st.sampled_from((True, True, False))),
+    st.builds(O.SettleAll, nack=st.booleans(), requeue=st.booleans(), ch=channels),
     st.builds(O.CloseChannel, ch=channels),
     st.builds(O.CloseConnection),
 )
