@@ -191,7 +191,8 @@ message_ops = st.one_of(
 #: already known (FOUND.md), so that a campaign finds new ones. It changes the operations generated, never the
 #: comparison. Tags: ``delete-flags`` (no if-unused/if-empty deletes), ``quorum-sac`` (no single active consumer
 #: on quorum queues), ``sac-exclusive`` (no exclusive consumers), ``quorum-get`` (no manual-ack get on quorum
-#: queues: every get is no-ack), ``high-priority`` (priorities at most 4).
+#: queues: every get is no-ack), ``quorum-cancel`` (no cancel while the channel has unacked messages: settle them
+#: first), ``priority`` (no message priorities).
 AVOID = frozenset(t.strip() for t in os.environ.get("FAKERABBIT_DIFF_AVOID", "").split(",") if t.strip())
 
 
@@ -207,8 +208,8 @@ def avoid(op: O.Op) -> O.Op:
         return replace(op, exclusive=False)
     if isinstance(op, O.Get) and "quorum-get" in AVOID:
         return replace(op, no_ack=True)
-    if isinstance(op, O.Publish) and op.priority is not None and op.priority > 4 and "high-priority" in AVOID:
-        return replace(op, priority=4)
+    if isinstance(op, O.Publish) and op.priority is not None and "priority" in AVOID:
+        return replace(op, priority=None)
     return op
 
 
@@ -233,6 +234,10 @@ class DifferentialMachine(RuleBasedStateMachine):
     def run(self, op: O.Op) -> None:
         if self.differed:
             return
+        if isinstance(op, O.Cancel) and "quorum-cancel" in AVOID:
+            self.run(O.SettleAll(ch=op.ch))
+            if self.differed:
+                return
         d = self.pair.step(avoid(op))
         if d is None:
             return
