@@ -192,7 +192,7 @@ message_ops = st.one_of(
 #: comparison. Tags: ``delete-flags`` (no if-unused/if-empty deletes), ``quorum-sac`` (no single active consumer
 #: on quorum queues), ``sac-exclusive`` (no exclusive consumers), ``quorum-get`` (no manual-ack get on quorum
 #: queues: every get is no-ack), ``quorum-cancel`` (no cancel while the channel has unacked messages: settle them
-#: first), ``priority`` (no message priorities).
+#: first), ``priority`` (no message priorities), ``quorum-bytes`` (no x-max-length-bytes on quorum queues).
 AVOID = frozenset(t.strip() for t in os.environ.get("FAKERABBIT_DIFF_AVOID", "").split(",") if t.strip())
 
 
@@ -203,7 +203,9 @@ def avoid(op: O.Op) -> O.Op:
     if isinstance(op, O.DeleteQueue) and "delete-flags" in AVOID:
         return replace(op, if_unused=False, if_empty=False)
     if isinstance(op, O.DeclareQueue) and op.kind == "quorum" and "quorum-sac" in AVOID:
-        return replace(op, args={k: v for k, v in op.args.items() if k != "x-single-active-consumer"})
+        op = replace(op, args={k: v for k, v in op.args.items() if k != "x-single-active-consumer"})
+    if isinstance(op, O.DeclareQueue) and op.kind == "quorum" and "quorum-bytes" in AVOID:
+        return replace(op, args={k: v for k, v in op.args.items() if k != "x-max-length-bytes"})
     if isinstance(op, O.Consume) and "sac-exclusive" in AVOID:
         return replace(op, exclusive=False)
     if isinstance(op, O.Get) and "quorum-get" in AVOID:
