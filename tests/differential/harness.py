@@ -401,9 +401,17 @@ class Side:
             return ("sent",)
         if isinstance(op, O.Recover):
             st = self.channels[op.ch]
-            reply = self._rpc_or_close(op.ch, spec.Basic.Recover(requeue=True))
-            st.unacked.clear()
+            reply = self._rpc_or_close(op.ch, spec.Basic.Recover(requeue=op.requeue))
+            if op.requeue:
+                st.unacked.clear()
             return reply
+        if isinstance(op, O.SettleAll):
+            st = self.channels[op.ch]
+            assert self.conn is not None
+            m = spec.Basic.Nack(0, True, op.requeue) if op.nack else spec.Basic.Ack(0, True)
+            self.conn.send_method(op.ch, m)
+            st.unacked.clear()
+            return ("sent",)
         if isinstance(op, O.CloseChannel):
             reply = self._rpc_or_close(
                 op.ch, spec.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0)
@@ -453,7 +461,10 @@ class Side:
             method_frame(
                 op.ch,
                 spec.Basic.Publish(
-                    exchange=self.res(op.exchange), routing_key=self.res(op.key), mandatory=op.mandatory
+                    exchange=self.res(op.exchange),
+                    routing_key=self.res(op.key),
+                    mandatory=op.mandatory,
+                    immediate=op.immediate,
                 ),
             )
             + header_frame(op.ch, len(body), props)

@@ -90,6 +90,7 @@ class Publish:
     persistent: bool = False
     headers: dict[str, Any] | None = None
     ch: int = 1
+    immediate: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,16 @@ class AckUnknown:
 @dataclass(frozen=True)
 class Recover:
     ch: int = 1
+    requeue: bool = True
+
+
+@dataclass(frozen=True)
+class SettleAll:
+    """``basic.ack`` / ``basic.nack`` with delivery tag 0 and multiple: every unacknowledged delivery."""
+
+    nack: bool = False
+    requeue: bool = True
+    ch: int = 1
 
 
 @dataclass(frozen=True)
@@ -182,6 +193,7 @@ Op = (
     | Reject
     | AckUnknown
     | Recover
+    | SettleAll
     | CloseChannel
     | CloseConnection
 )
@@ -206,6 +218,7 @@ OP_TYPES = {
         Reject,
         AckUnknown,
         Recover,
+        SettleAll,
         CloseChannel,
         CloseConnection,
     )
