@@ -567,6 +567,8 @@ def sort_headers(raw: bytes) -> bytes:
     repeated key wins), the rest unchanged: what 4.x's ``mc_amqpl:protocol_state/2`` sends (``lists:usort`` on
     the headers). A block without headers, with sorted unique keys or that does not parse comes back as is.
     Results for small blocks are cached (deliveries of one message share them)."""
+    if not raw or not raw[0] & 0x20:  # no headers flag (bit 13): nothing to sort, no parse, no cache entry
+        return raw
     done = _sorted_blocks.get(raw)
     if done is not None:
         return done

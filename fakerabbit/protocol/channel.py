@@ -50,14 +50,27 @@ _MAX_MESSAGE_SIZE_4 = 16777216
 MAX_MSG_SIZE = 536870912
 
 
+#: Property blocks found valid (a pure function of the octets): most publishers repeat a few blocks.
+_valid_blocks: set[bytes] = {b"\x00\x00"}
+_VALID_BLOCK_MAX = 512
+_VALID_ENTRIES = 4096
+
+
 def _properties_valid(props: bytes) -> bool:
     """RabbitMQ can decode the block (else its channel crashes: 541)."""
+    if props in _valid_blocks:
+        return True
     if not check_properties(props):
         return False
     try:
         RawProperties(props).validate()
     except PropertiesError:
         return False
+    if len(props) <= _VALID_BLOCK_MAX:
+        if len(_valid_blocks) >= _VALID_ENTRIES:
+            _valid_blocks.clear()
+            _valid_blocks.add(b"\x00\x00")
+        _valid_blocks.add(props)
     return True
 
 
@@ -114,10 +127,13 @@ class ChannelHandler:
         return errors.UnexpectedFrame("expected method frame, got non method frame instead")
 
     def _method_frame(self, payload: bytes) -> Callable[[], None] | None:
+        return self.method_frame(payload, framing.method_class(payload))
+
+    def method_frame(self, payload: bytes, cls: type[base.Frame]) -> Callable[[], None] | None:
+        """A method frame whose class the reader has looked up (``framing.method_class``)."""
         if self._asm != "method":
             raise self._expected()
-        cls = framing.method_class(payload)
-        index = framing.method_index(payload)
+        index = cls.index
         ids = (index >> 16, index & 0xFFFF)
         args = payload[4:]
         try:
@@ -317,12 +333,16 @@ class ChannelHandler:
     ) -> None:
         if self._confirmed or self._rejected:
             self.flush_confirms()  # a delivery never overtakes the confirms of publishes handled before it
-        if self._sort_headers:
+        if self._sort_headers and props and props[0] & 0x20:  # only a block with headers (flag bit 13) can change
             props = sort_headers(props)
-        method = framing.encode_method(
-            self.number, Deliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
-        )
-        self.conn.write_many([method, *framing.encode_content(self.number, props, body, self.conn.frame_max)])
+        method = framing.encode_deliver(self.number, consumer_tag, delivery_tag, redelivered, exchange, routing_key)
+        if method is None:  # a name over 255 octets: pamqp's path (and its error)
+            method = framing.encode_method(
+                self.number, Deliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
+            )
+        parts = framing.encode_content(self.number, props, body, self.conn.frame_max)
+        parts.insert(0, method)
+        self.conn.write_many(parts)
 
     def send_return(
         self, reply_code: int, reply_text_: str, exchange: str, routing_key: str, props: bytes, body: bytes

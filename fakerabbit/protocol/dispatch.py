@@ -104,6 +104,37 @@ def _flush_pending(self: AMQPConnection) -> None:
 def _handle_frame(self: AMQPConnection, frame: framing.RawFrame) -> None:
     """``rabbit_reader:handle_frame/4``."""
     ftype, channel, payload = frame.type, frame.channel, frame.payload
+    if channel and self.state == "running":
+        # the hot path: a frame for a channel of a running connection, each frame classified once
+        if ftype == framing.FRAME_METHOD and len(payload) >= 4:
+            cls = framing.method_class(payload)  # unknown ids: the reader crashes before the channel sees it
+        elif ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12):
+            cls = None
+        elif ftype == framing.FRAME_HEARTBEAT and not payload:
+            raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
+        else:
+            raise errors.FrameError(
+                erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts)
+            )
+        ch = self.channels.get(channel)
+        if ch is None:
+            if len(self.channels) >= self.channel_max:
+                raise errors.NotAllowed(
+                    f"number of channels opened ({len(self.channels)}) has reached the negotiated "
+                    f"channel_max ({self.channel_max})"
+                )
+            ch = self.channels[channel] = ChannelHandler(self, channel)
+        if cls is not None:
+            deferred = ch.method_frame(payload, cls)
+            if deferred is not None:
+                self._pending.append((ch, deferred))
+            return
+        deferred = ch.handle_frame(ftype, payload)
+        if deferred is not None:
+            self._pending.append((ch, deferred))
+        if not self.closed:
+            self.publish_received()
+        return
     if self.state == "closed":
         if channel == 0 and ftype == framing.FRAME_METHOD and len(payload) >= 4:
             cls = framing.method_class(payload)

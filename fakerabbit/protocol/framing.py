@@ -188,6 +188,40 @@ def encode_method(channel: int, method: base.Frame) -> bytes:
     return pamqp_frame.marshal(method, channel)
 
 
+_DELIVER_ID = _method_id.pack(commands.Basic.Deliver.index)
+_deliver_fixed = struct.Struct(">qB")  # pamqp packs a longlong signed
+
+
+def encode_deliver(
+    channel: int, consumer_tag: str, delivery_tag: int, redelivered: bool, exchange: str, routing_key: str
+) -> bytes | None:
+    """The ``basic.deliver`` method frame, byte for byte what pamqp marshals for
+    ``codec.Deliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)`` (pamqp's class id, method id
+    and argument order; shortstrs as UTF-8 with surrogate escapes), without building pamqp's object. None when a
+    shortstr is longer than 255 octets (the caller takes pamqp's path, which raises)."""
+    tag = consumer_tag.encode("utf-8", "surrogateescape")
+    ex = exchange.encode("utf-8", "surrogateescape")
+    rk = routing_key.encode("utf-8", "surrogateescape")
+    ltag, lex, lrk = len(tag), len(ex), len(rk)
+    if ltag > 255 or lex > 255 or lrk > 255:
+        return None
+    size = 16 + ltag + lex + lrk  # ids 4, 3 lengths, delivery tag 8, bits 1
+    return b"".join(
+        (
+            _frame_head.pack(FRAME_METHOD, channel, size),
+            _DELIVER_ID,
+            bytes((ltag,)),
+            tag,
+            _deliver_fixed.pack(delivery_tag, 1 if redelivered else 0),
+            bytes((lex,)),
+            ex,
+            bytes((lrk,)),
+            rk,
+            b"\xce",
+        )
+    )
+
+
 def encode_close(channel: int, reply_code: int, reply_text: bytes, class_id: int, method_id: int) -> bytes:
     """``connection.close`` (channel 0) or ``channel.close``, with the reply text as raw bytes (RabbitMQ's
     texts may hold Latin-1 octets that are not UTF-8, e.g. from a printed binary)."""

@@ -1,0 +1,92 @@
+"""The hot-path shortcuts of the protocol layer give exactly what the general paths give: ``basic.deliver``
+frames byte for byte as pamqp marshals them, ``basic.publish`` and ``basic.ack`` decoded as the general
+decoder decodes them (values and errors), and the header-sorting and property-validity shortcuts."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+
+from fakerabbit.broker.properties import RawProperties, sort_headers
+from fakerabbit.protocol import channel, codec, framing
+from fakerabbit.protocol.codec import Deliver, commands
+
+NAMES = ["", "q", "amq.topic", "é\udcff", "x" * 255, "a.b.c", "\udcc3\udca9"]
+
+
+@pytest.mark.parametrize("tag", [0, 1, 255, 2**32, 2**63 - 1])
+@pytest.mark.parametrize("redelivered", [False, True])
+def test_encode_deliver_is_pamqps_frame(tag: int, redelivered: bool) -> None:
+    rnd = random.Random(tag)
+    for _ in range(20):
+        args = (rnd.choice(NAMES), tag, redelivered, rnd.choice(NAMES), rnd.choice(NAMES))
+        ch = rnd.choice([1, 2, 65535])
+        assert framing.encode_deliver(ch, *args) == framing.encode_method(ch, Deliver(*args))
+
+
+def test_encode_deliver_refuses_long_names() -> None:
+    assert framing.encode_deliver(1, "t" * 256, 1, False, "", "q") is None
+    assert framing.encode_deliver(1, "t", 1, False, "e" * 256, "q") is None
+    assert framing.encode_deliver(1, "t", 1, False, "", "\u00e9" * 128) is None
+
+
+def _general(cls: type[codec.base.Frame], args: bytes) -> tuple[object, ...]:
+    saved = codec._PUBLISH, codec._ACK
+    codec._PUBLISH = codec._ACK = None  # type: ignore[assignment]
+    try:
+        return _outcome(cls, args)
+    finally:
+        codec._PUBLISH, codec._ACK = saved
+
+
+def _outcome(cls: type[codec.base.Frame], args: bytes) -> tuple[object, ...]:
+    try:
+        m = codec.decode_args(cls, args)
+    except codec.MethodDecodeError as exc:
+        return ("error", exc.kind)
+    return ("ok", type(m), tuple(getattr(m, a) for a in cls.__slots__))
+
+
+def _random_args(rnd: random.Random, cls: type[codec.base.Frame]) -> bytes:
+    if cls is commands.Basic.Publish and rnd.random() < 0.6:
+        ex = bytes(rnd.choice(b"ab.\xff\xc3\xa9") for _ in range(rnd.randrange(4)))
+        rk = bytes(rnd.choice(b"ab.\xff\xc3\xa9") for _ in range(rnd.randrange(5)))
+        args = struct.pack(">H", rnd.randrange(65536)) + bytes([len(ex)]) + ex + bytes([len(rk)]) + rk
+        args += bytes([rnd.randrange(256)])
+        if rnd.random() < 0.3:
+            args = args[: rnd.randrange(len(args) + 1)] + bytes(rnd.randrange(256) for _ in range(rnd.randrange(3)))
+        return args
+    return bytes(rnd.randrange(256) for _ in range(rnd.randrange(12)))
+
+
+@pytest.mark.parametrize("cls", [commands.Basic.Publish, commands.Basic.Ack])
+def test_decode_shortcuts_match_the_general_decoder(cls: type[codec.base.Frame]) -> None:
+    rnd = random.Random(15)
+    ok = 0
+    for _ in range(20000):
+        args = _random_args(rnd, cls)
+        fast = _outcome(cls, args)
+        assert fast == _general(cls, args), args
+        ok += fast[0] == "ok"
+    assert ok > 1000  # the shortcut was exercised
+
+
+def test_sort_headers_skips_blocks_without_headers() -> None:
+    plain = RawProperties().replace(content_type="text/plain", delivery_mode=2).raw
+    assert sort_headers(plain) is plain
+    assert sort_headers(b"") == b""
+    with_headers = RawProperties().replace(headers={"b": ("I", 1), "a": ("I", 2)}).raw
+    assert sort_headers(with_headers) != with_headers
+    assert list(RawProperties(sort_headers(with_headers)).headers or {}) == ["a", "b"]
+
+
+def test_properties_valid_cache_only_keeps_valid_blocks() -> None:
+    good = RawProperties().replace(content_type="a", message_id="m").raw
+    bad = good[:-1]
+    for _ in range(2):
+        assert channel._properties_valid(good)
+        assert not channel._properties_valid(bad)
+    assert good in channel._valid_blocks
+    assert bad not in channel._valid_blocks
