@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
 
 _PUBLISH_IDS = (60, 40)
+_PUBLISH = commands.Basic.Publish
 _SHORTCUT_METHODS = (
     commands.Basic.Get,
     commands.Basic.Consume,
@@ -43,6 +44,8 @@ _SHORTCUT_METHODS = (
     commands.Queue.Unbind,
 )
 _CONTENT_METHODS = (commands.Basic.Publish, commands.Basic.Return, commands.Basic.Deliver, commands.Basic.GetOk)
+#: Deliveries with bodies up to this size go out as one bytes object (method, header and body frames).
+_SMALL_BODY = 4096 - framing.EMPTY_FRAME_SIZE  # fits the smallest frame_max
 #: RabbitMQ's default max_message_size: 128 MiB up to 3.13, 16 MiB from 4.0.
 _MAX_MESSAGE_SIZE_3 = 134217728
 _MAX_MESSAGE_SIZE_4 = 16777216
@@ -205,6 +208,18 @@ class ChannelHandler:
         self, method: base.Frame, ids: tuple[int, int], payload: bytes, content: tuple[bytes, bytes, int] | None = None
     ) -> None:
         """``rabbit_channel:handle_method/3``, by channel state."""
+        if content is not None and type(method) is _PUBLISH and self.state == "open":
+            # the hot path: none of the checks below applies to a complete basic.publish on an open channel
+            props, body, size = content
+            try:
+                self._publish(method, props, body, size)
+            except errors.SoftError as exc:
+                self.close_with(exc, ids)
+            except errors.AMQPError as exc:
+                if exc.method_ids == (0, 0) and exc.explanation:
+                    exc.at(ids)
+                raise
+            return
         # rabbit_channel expands the "" queue shortcut before it looks at the channel's state: even a closing
         # channel sends (another) channel.close for it
         no_last_queue = self._session is None or not self._session.last_queue
@@ -340,6 +355,9 @@ class ChannelHandler:
             method = framing.encode_method(
                 self.number, Deliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
             )
+        if len(body) <= _SMALL_BODY:
+            self.conn.write_many([framing.encode_small_content(method, self.number, props, body)])
+            return
         parts = framing.encode_content(self.number, props, body, self.conn.frame_max)
         parts.insert(0, method)
         self.conn.write_many(parts)
@@ -406,4 +424,7 @@ class ChannelHandler:
         if self._sort_headers:
             props = sort_headers(props)
         head = framing.encode_method(self.number, method)
+        if len(body) <= _SMALL_BODY:
+            self.conn.write_many([framing.encode_small_content(head, self.number, props, body)])
+            return
         self.conn.write_many([head, *framing.encode_content(self.number, props, body, self.conn.frame_max)])

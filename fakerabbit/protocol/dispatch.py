@@ -80,25 +80,33 @@ def _process(self: AMQPConnection) -> None:
 
 
 def _flush_pending(self: AMQPConnection) -> None:
-    """Run the channel methods the reader handed on (see :meth:`_process`)."""
+    """Run the channel methods the reader handed on (see :meth:`_process`), in order.
+
+    The list is taken whole (no ``pop(0)`` per method); methods handed on while it runs go to a fresh list, run
+    after it, and whatever is left when the connection closes goes back in front, as before."""
+    dead = self._dead_channels
     while self._pending and not self.closed:
-        ch, fn = self._pending.pop(0)
-        if ch.number in self._dead_channels or self.state == "closed":
-            continue
-        try:
-            fn()
-            if self._late:
-                self._out.extend(self._late)
-                self._late.clear()
-        except errors.AMQPError as exc:  # a hard error: this channel is dead, the connection will close
-            self._dead_channels.add(ch.number)
-            if self._channel_failure is None:
-                self._channel_failure = exc
-        except Exception as exc:  # never let a bug take the broker down
-            self.log_internal_error("handling a channel method", exc)
-            self._dead_channels.add(ch.number)
-            if self._channel_failure is None:
-                self._channel_failure = errors.InternalError("")
+        batch, self._pending = self._pending, []
+        for i, (ch, fn) in enumerate(batch):
+            if self.closed:
+                self._pending[:0] = batch[i:]
+                return
+            if ch.number in dead or self.state == "closed":
+                continue
+            try:
+                fn()
+                if self._late:
+                    self._out.extend(self._late)
+                    self._late.clear()
+            except errors.AMQPError as exc:  # a hard error: this channel is dead, the connection will close
+                dead.add(ch.number)
+                if self._channel_failure is None:
+                    self._channel_failure = exc
+            except Exception as exc:  # never let a bug take the broker down
+                self.log_internal_error("handling a channel method", exc)
+                dead.add(ch.number)
+                if self._channel_failure is None:
+                    self._channel_failure = errors.InternalError("")
 
 
 def _handle_frame(self: AMQPConnection, frame: framing.RawFrame) -> None:

@@ -245,6 +245,34 @@ def parse_content_header(payload: bytes) -> tuple[int, int, int, bytes] | None:
     return class_id, weight, body_size, payload[12:]
 
 
+def encode_small_content(method_frame: bytes, channel: int, props: bytes, body: bytes) -> bytes:
+    """``method_frame`` followed by what :func:`encode_content` gives, as one bytes object, for a body that
+    fits one body frame under any ``frame_max`` (at most 4088 octets)."""
+    n = len(body)
+    if not n:
+        return b"".join(
+            (
+                method_frame,
+                _frame_head.pack(FRAME_HEADER, channel, 12 + len(props)),
+                _content_head.pack(60, 0, 0),
+                props,
+                b"\xce",
+            )
+        )
+    return b"".join(
+        (
+            method_frame,
+            _frame_head.pack(FRAME_HEADER, channel, 12 + len(props)),
+            _content_head.pack(60, 0, n),
+            props,
+            b"\xce",
+            _frame_head.pack(FRAME_BODY, channel, n),
+            body,
+            b"\xce",
+        )
+    )
+
+
 def encode_content(channel: int, props: bytes, body: bytes, frame_max: int) -> list[bytes]:
     """Content header frame and body frames (split to fit ``frame_max``) carrying raw bytes."""
     header_payload = _content_head.pack(60, 0, len(body)) + props

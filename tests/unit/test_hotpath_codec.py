@@ -90,3 +90,14 @@ def test_properties_valid_cache_only_keeps_valid_blocks() -> None:
         assert not channel._properties_valid(bad)
     assert good in channel._valid_blocks
     assert bad not in channel._valid_blocks
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, 4087, 4088])
+@pytest.mark.parametrize("frame_max", [0, 4096, 131072])
+def test_small_content_is_encode_content_joined(size: int, frame_max: int) -> None:
+    props = RawProperties().replace(content_type="text/plain", headers={"a": ("S", b"b")}).raw
+    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    method = framing.encode_deliver(3, "ctag", 9, True, "ex", "rk")
+    assert method is not None
+    expected = method + b"".join(framing.encode_content(3, props, body, frame_max))
+    assert framing.encode_small_content(method, 3, props, body) == expected
