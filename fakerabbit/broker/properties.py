@@ -297,7 +297,10 @@ class RawProperties:
         return starts[index]
 
     def _shortstr(self, index: int) -> str | None:
-        start = self._start(index)
+        starts = self._starts
+        if starts is None:
+            starts = self._starts = _layout_of(self.raw)
+        start = starts[index]
         if start < 0:
             return None
         raw = self.raw

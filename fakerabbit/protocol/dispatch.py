@@ -30,9 +30,11 @@ def _process(self: AMQPConnection) -> None:
     """
     failure: errors.AMQPError | None = None
     fatal: str | None = None
+    next_frame = self.reader.next_frame
+    handle = self._handle_frame
     while not self.stopped and not self.closed and not self.blocked:
         try:
-            frame = self.reader.next_frame()
+            frame = next_frame()
         except framing.FrameTooLarge as exc:
             too_large: erlfmt.Term = (Atom("frame_too_large"), exc.size, exc.limit)
             fatal = erlfmt.frame_error_text(exc.type, b"", too_large, unicode=self.rules.unicode_texts)
@@ -44,7 +46,7 @@ def _process(self: AMQPConnection) -> None:
         if frame is None:
             break
         try:
-            self._handle_frame(frame)
+            handle(*frame)
         except framing.UnknownMethod as exc:
             self._pending.clear()
             self._crash(str(exc))
@@ -109,14 +111,17 @@ def _flush_pending(self: AMQPConnection) -> None:
                     self._channel_failure = errors.InternalError("")
 
 
-def _handle_frame(self: AMQPConnection, frame: framing.RawFrame) -> None:
+_METHOD, _HEADER, _BODY = framing.FRAME_METHOD, framing.FRAME_HEADER, framing.FRAME_BODY
+_method_class = framing.method_class
+
+
+def _handle_frame(self: AMQPConnection, ftype: int, channel: int, payload: bytes) -> None:
     """``rabbit_reader:handle_frame/4``."""
-    ftype, channel, payload = frame.type, frame.channel, frame.payload
     if channel and self.state == "running":
         # the hot path: a frame for a channel of a running connection, each frame classified once
-        if ftype == framing.FRAME_METHOD and len(payload) >= 4:
-            cls = framing.method_class(payload)  # unknown ids: the reader crashes before the channel sees it
-        elif ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12):
+        if ftype == _METHOD and len(payload) >= 4:
+            cls = _method_class(payload)  # unknown ids: the reader crashes before the channel sees it
+        elif ftype == _BODY or (ftype == _HEADER and len(payload) >= 12):
             cls = None
         elif ftype == framing.FRAME_HEARTBEAT and not payload:
             raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
@@ -140,8 +145,8 @@ def _handle_frame(self: AMQPConnection, frame: framing.RawFrame) -> None:
         deferred = ch.handle_frame(ftype, payload)
         if deferred is not None:
             self._pending.append((ch, deferred))
-        if not self.closed:
-            self.publish_received()
+        if not self.closed and self.server.alarms.blocking:
+            self.publish_received()  # (which checks blocking itself: only under an alarm is there work)
         return
     if self.state == "closed":
         if channel == 0 and ftype == framing.FRAME_METHOD and len(payload) >= 4:

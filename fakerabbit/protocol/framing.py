@@ -12,7 +12,6 @@ and reports the limit as ``frame_max - 8``); the frame-end octet is checked once
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from pamqp import base, commands
 from pamqp import frame as pamqp_frame
@@ -45,13 +44,6 @@ _method_id = struct.Struct(">I")
 _content_head = struct.Struct(">HHQ")
 _close_ids = struct.Struct(">HHH")
 _short2 = struct.Struct(">HH")
-
-
-@dataclass(slots=True)
-class RawFrame:
-    type: int
-    channel: int
-    payload: bytes
 
 
 class FrameTooLarge(Exception):
@@ -91,7 +83,8 @@ class FrameReader:
             self._pos = 0
         self._buf += data
 
-    def next_frame(self) -> RawFrame | None:
+    def next_frame(self) -> tuple[int, int, bytes] | None:
+        """The next complete frame as (type, channel, payload), or None."""
         buf, pos = self._buf, self._pos
         if len(buf) - pos < 7:
             return None
@@ -108,7 +101,7 @@ class FrameReader:
         if self._pos > 65536:
             del buf[: self._pos]
             self._pos = 0
-        return RawFrame(ftype, channel, payload)
+        return ftype, channel, payload
 
     def clear(self) -> None:
         """Drop whatever is buffered (the connection is gone)."""
@@ -170,11 +163,17 @@ EXTENSION_METHODS: dict[int, type[base.Frame]] = {
 ACCESS_REQUEST_OK = struct.pack(">IH", 0x001E000B, 1)
 
 
+#: Every known method class by its class and method ids as they are on the wire (pamqp's first).
+_BY_WIRE_ID: dict[bytes, type[base.Frame]] = {
+    _method_id.pack(index): cls for index, cls in {**EXTENSION_METHODS, **commands.INDEX_MAPPING}.items()
+}
+
+
 def method_class(payload: bytes) -> type[base.Frame]:
     """The pamqp class for a method frame payload (at least 4 octets); unknown ids raise :class:`UnknownMethod`."""
-    index = method_index(payload)
-    cls = commands.INDEX_MAPPING.get(index) or EXTENSION_METHODS.get(index)
+    cls = _BY_WIRE_ID.get(payload[:4])
     if cls is None:
+        index = method_index(payload)
         raise UnknownMethod(f"unknown method class {index >> 16} method {index & 0xFFFF}")
     return cls
 
