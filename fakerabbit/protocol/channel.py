@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 _PUBLISH_IDS = (60, 40)
 _PUBLISH = commands.Basic.Publish
+_ACK = commands.Basic.Ack
 _SHORTCUT_METHODS = (
     commands.Basic.Get,
     commands.Basic.Consume,
@@ -208,6 +209,18 @@ class ChannelHandler:
         self, method: base.Frame, ids: tuple[int, int], payload: bytes, content: tuple[bytes, bytes, int] | None = None
     ) -> None:
         """``rabbit_channel:handle_method/3``, by channel state."""
+        if type(method) is _ACK and self.state == "open":
+            # the other hot path: basic.ack on an open channel (not a shortcut method, no content), as
+            # handlers.basic.basic_ack
+            try:
+                self.session.ack(method.delivery_tag or 0, bool(method.multiple))
+            except errors.SoftError as exc:
+                self.close_with(exc, ids)
+            except errors.AMQPError as exc:
+                if exc.method_ids == (0, 0) and exc.explanation:
+                    exc.at(ids)
+                raise
+            return
         if content is not None and type(method) is _PUBLISH and self.state == "open":
             # the hot path: none of the checks below applies to a complete basic.publish on an open channel
             props, body, size = content
@@ -350,6 +363,12 @@ class ChannelHandler:
             self.flush_confirms()  # a delivery never overtakes the confirms of publishes handled before it
         if self._sort_headers and props and props[0] & 0x20:  # only a block with headers (flag bit 13) can change
             props = sort_headers(props)
+        whole = framing.encode_delivery(
+            self.number, consumer_tag, delivery_tag, redelivered, exchange, routing_key, props, body
+        )
+        if whole is not None:
+            self.conn.write_many([whole])
+            return
         method = framing.encode_deliver(self.number, consumer_tag, delivery_tag, redelivered, exchange, routing_key)
         if method is None:  # a name over 255 octets: pamqp's path (and its error)
             method = framing.encode_method(

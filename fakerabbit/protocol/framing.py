@@ -221,6 +221,59 @@ def encode_deliver(
     )
 
 
+#: shortstr encodings (length octet + UTF-8 with surrogate escapes) of the names deliveries carry
+_shortstrs: dict[str, bytes] = {}
+_SHORTSTR_ENTRIES = 4096
+
+
+def _shortstr(name: str) -> bytes | None:
+    out = _shortstrs.get(name)
+    if out is None:
+        raw = name.encode("utf-8", "surrogateescape")
+        if len(raw) > 255:
+            return None
+        if len(_shortstrs) >= _SHORTSTR_ENTRIES:
+            _shortstrs.clear()
+        out = _shortstrs[name] = bytes((len(raw),)) + raw
+    return out
+
+
+def encode_delivery(
+    channel: int,
+    consumer_tag: str,
+    delivery_tag: int,
+    redelivered: bool,
+    exchange: str,
+    routing_key: str,
+    props: bytes,
+    body: bytes,
+) -> bytes | None:
+    """``encode_small_content(encode_deliver(...), channel, props, body)`` in one step, for a body of at most
+    4088 octets; None when that does not apply (a longer body, a name over 255 octets)."""
+    n = len(body)
+    if n > 4088:
+        return None
+    tag, ex, rk = _shortstr(consumer_tag), _shortstr(exchange), _shortstr(routing_key)
+    if tag is None or ex is None or rk is None:
+        return None
+    parts = [
+        _frame_head.pack(FRAME_METHOD, channel, 13 + len(tag) + len(ex) + len(rk)),
+        _DELIVER_ID,
+        tag,
+        _deliver_fixed.pack(delivery_tag, 1 if redelivered else 0),
+        ex,
+        rk,
+        b"\xce",
+        _frame_head.pack(FRAME_HEADER, channel, 12 + len(props)),
+        _content_head.pack(60, 0, n),
+        props,
+        b"\xce",
+    ]
+    if n:
+        parts += (_frame_head.pack(FRAME_BODY, channel, n), body, b"\xce")
+    return b"".join(parts)
+
+
 def encode_close(channel: int, reply_code: int, reply_text: bytes, class_id: int, method_id: int) -> bytes:
     """``connection.close`` (channel 0) or ``channel.close``, with the reply text as raw bytes (RabbitMQ's
     texts may hold Latin-1 octets that are not UTF-8, e.g. from a printed binary)."""

@@ -101,3 +101,18 @@ def test_small_content_is_encode_content_joined(size: int, frame_max: int) -> No
     assert method is not None
     expected = method + b"".join(framing.encode_content(3, props, body, frame_max))
     assert framing.encode_small_content(method, 3, props, body) == expected
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, 4088, 4089])
+def test_encode_delivery_is_deliver_and_content(size: int) -> None:
+    props = RawProperties().replace(message_id="m", headers={"a": ("S", b"b")}).raw
+    body = b"z" * size
+    rnd = random.Random(size)
+    for _ in range(50):
+        args = (rnd.choice(NAMES), rnd.randrange(2**63), rnd.random() < 0.5, rnd.choice(NAMES), rnd.choice(NAMES))
+        got = framing.encode_delivery(5, *args, props, body)
+        if size > 4088:
+            assert got is None
+            continue
+        assert got == framing.encode_method(5, Deliver(*args)) + b"".join(framing.encode_content(5, props, body, 4096))
+    assert framing.encode_delivery(5, "t" * 256, 1, False, "", "q", props, b"") is None
