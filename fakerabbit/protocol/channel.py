@@ -409,7 +409,7 @@ class ChannelHandler:
             return
         out: list[bytes] = []
         if len(confirmed) == 1:
-            out.append(framing.encode_method(self.number, commands.Basic.Ack(confirmed[0], False)))
+            out.append(framing.encode_ack(self.number, confirmed[0], False))
         elif confirmed:
             out += self._coalesce(confirmed, rejected, ack=True)
         if rejected:
@@ -425,8 +425,9 @@ class ChannelHandler:
         rest = [t for t in tags if t >= cutoff]
 
         def frame(tag: int, multiple: bool) -> bytes:
-            method = commands.Basic.Ack(tag, multiple) if ack else commands.Basic.Nack(tag, multiple, True)
-            return framing.encode_method(self.number, method)  # (a nack always has requeue set)
+            if ack:
+                return framing.encode_ack(self.number, tag, multiple)
+            return framing.encode_nack(self.number, tag, multiple, True)  # (a nack always has requeue set)
 
         return ([frame(below[-1], True)] if below else []) + [frame(t, False) for t in rest]
 

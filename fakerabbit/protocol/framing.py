@@ -221,6 +221,21 @@ def encode_deliver(
     )
 
 
+_ack_frame = struct.Struct(">BHIIqBB")  # frame head, ids, delivery tag (signed, as pamqp), bits, frame end
+_ACK_INDEX, _NACK_INDEX = commands.Basic.Ack.index, commands.Basic.Nack.index
+
+
+def encode_ack(channel: int, delivery_tag: int, multiple: bool) -> bytes:
+    """``basic.ack`` from the server (a publisher confirm), as pamqp marshals ``Basic.Ack(tag, multiple)``."""
+    return _ack_frame.pack(FRAME_METHOD, channel, 13, _ACK_INDEX, delivery_tag, 1 if multiple else 0, FRAME_END)
+
+
+def encode_nack(channel: int, delivery_tag: int, multiple: bool, requeue: bool) -> bytes:
+    """``basic.nack``, as pamqp marshals ``Basic.Nack(tag, multiple, requeue)``."""
+    bits = (1 if multiple else 0) | (2 if requeue else 0)
+    return _ack_frame.pack(FRAME_METHOD, channel, 13, _NACK_INDEX, delivery_tag, bits, FRAME_END)
+
+
 #: shortstr encodings (length octet + UTF-8 with surrogate escapes) of the names deliveries carry
 _shortstrs: dict[str, bytes] = {}
 _SHORTSTR_ENTRIES = 4096

@@ -116,3 +116,14 @@ def test_encode_delivery_is_deliver_and_content(size: int) -> None:
             continue
         assert got == framing.encode_method(5, Deliver(*args)) + b"".join(framing.encode_content(5, props, body, 4096))
     assert framing.encode_delivery(5, "t" * 256, 1, False, "", "q", props, b"") is None
+
+
+@pytest.mark.parametrize("tag", [0, 1, 2**31, 2**63 - 1])
+@pytest.mark.parametrize("multiple", [False, True])
+def test_encode_ack_and_nack_are_pamqps_frames(tag: int, multiple: bool) -> None:
+    for ch in (1, 300, 65535):
+        assert framing.encode_ack(ch, tag, multiple) == framing.encode_method(ch, commands.Basic.Ack(tag, multiple))
+        for requeue in (False, True):
+            assert framing.encode_nack(ch, tag, multiple, requeue) == framing.encode_method(
+                ch, commands.Basic.Nack(tag, multiple, requeue)
+            )
