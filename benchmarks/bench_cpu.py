@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 
 import pika
-from _common import BODY_100, fake_process, median, print_table, proc_cpu_s, unique
+from _common import BODY_100, fake_process, have_uvloop, median, print_table, proc_cpu_s, unique
 
 DEFAULT_REALS = "3.10=amqp://guest:guest@127.0.0.1:5672/%2F,4.3=amqp://guest:guest@127.0.0.1:5674/%2F"
 _CLK = os.sysconf("SC_CLK_TCK")
@@ -207,7 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", type=int, default=None, help="messages per publish/consume block (default 20000)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds, targets interleaved (default 3)")
     ap.add_argument("--real", default=DEFAULT_REALS, help=f"label=url,... of real brokers (default {DEFAULT_REALS})")
-    ap.add_argument("--targets", default="process,thread,real", help="comma list of process, thread, real")
+    ap.add_argument(
+        "--targets",
+        default="process,thread,real",
+        help="comma list of process, thread, real, uvloop (the `serve` process on uvloop's loop, if importable)",
+    )
     ap.add_argument("--idle", type=float, default=0.5, help="seconds of idle sampling per block for shared brokers")
     ap.add_argument(
         "--compare-tree",
@@ -228,6 +232,13 @@ def main(argv: list[str] | None = None) -> int:
             p = stack.enter_context(fake_process())
             assert p.pid is not None
             targets.append(CpuTarget("fake-process", p.url, lambda pid=p.pid: proc_cpu_s(pid)))  # type: ignore[misc]
+        if "uvloop" in wanted:
+            if have_uvloop():
+                p = stack.enter_context(fake_process(uvloop=True))
+                assert p.pid is not None
+                targets.append(CpuTarget("fake-uvloop", p.url, lambda pid=p.pid: proc_cpu_s(pid)))  # type: ignore[misc]
+            else:
+                print("note: uvloop is not importable; uvloop target skipped", file=sys.stderr)
         for tree in args.compare_tree:
             p = stack.enter_context(fake_process(tree=tree, name=f"fake@{os.path.basename(os.path.normpath(tree))}"))
             assert p.pid is not None
