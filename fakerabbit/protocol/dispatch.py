@@ -58,18 +58,26 @@ def _process(self: AMQPConnection) -> None:
             self.log_internal_error("handling a frame", exc)
             failure = errors.InternalError("")
             break
-    self._flush_pending()
+    if self._pending:
+        self._flush_pending()
     if self._confirming:
         self.flush_confirms()  # the batch's publisher confirms, coalesced
-    channel_failure, self._channel_failure = self._channel_failure, None
-    self._dead_channels.clear()
-    closing, self._closing_channels = self._closing_channels, []
-    if fatal is None and failure is None and channel_failure is None:
+    channel_failure = self._channel_failure
+    if self._dead_channels:
+        self._dead_channels.clear()
+    closing = self._closing_channels
+    if closing:
+        self._closing_channels = []
+    if channel_failure is None and fatal is None and failure is None:
+        if not closing:
+            return  # the common case: nothing failed, no channel closing
         # rabbit_reader answers channel_closing (then the channel sends close-ok) once it is done with the
         # chunk; an error in the chunk closes the connection first, and no close-ok goes out
         for ch in closing:
             ch.send(commands.Channel.CloseOk())
             self.channel_gone(ch.number)
+        return
+    self._channel_failure = None
     if fatal is not None:
         self._fatal_frame_error(fatal)
         return
