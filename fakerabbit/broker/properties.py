@@ -268,7 +268,7 @@ class RawProperties:
     _headers_decoded: bool
 
     def __init__(self, raw: bytes | bytearray | memoryview = EMPTY_PROPERTIES) -> None:
-        self.raw = bytes(raw)
+        self.raw = raw if type(raw) is bytes else bytes(raw)
         self._starts = None
         self._headers = None
         self._headers_decoded = False
@@ -307,7 +307,10 @@ class RawProperties:
         return raw[start + 1 : start + 1 + raw[start]].decode("utf-8", "surrogateescape")
 
     def _octet(self, index: int) -> int | None:
-        start = self._start(index)
+        starts = self._starts
+        if starts is None:
+            starts = self._starts = _layout_of(self.raw)
+        start = starts[index]
         return None if start < 0 else self.raw[start]
 
     def validate(self) -> None:
