@@ -265,7 +265,7 @@ class RawProperties:
     _headers_decoded: bool
 
     def __init__(self, raw: bytes | bytearray | memoryview = EMPTY_PROPERTIES) -> None:
-        self.raw = bytes(raw)
+        self.raw = raw if type(raw) is bytes else bytes(raw)
         self._starts = None
         self._headers = None
         self._headers_decoded = False
@@ -294,14 +294,20 @@ class RawProperties:
         return starts[index]
 
     def _shortstr(self, index: int) -> str | None:
-        start = self._start(index)
+        starts = self._starts
+        if starts is None:
+            starts = self._starts = _layout_of(self.raw)
+        start = starts[index]
         if start < 0:
             return None
         raw = self.raw
         return raw[start + 1 : start + 1 + raw[start]].decode("utf-8", "surrogateescape")
 
     def _octet(self, index: int) -> int | None:
-        start = self._start(index)
+        starts = self._starts
+        if starts is None:
+            starts = self._starts = _layout_of(self.raw)
+        start = starts[index]
         return None if start < 0 else self.raw[start]
 
     def validate(self) -> None:

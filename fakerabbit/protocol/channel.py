@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
 
 _PUBLISH_IDS = (60, 40)
+_PUBLISH = commands.Basic.Publish
+_ACK = commands.Basic.Ack
 _SHORTCUT_METHODS = (
     commands.Basic.Get,
     commands.Basic.Consume,
@@ -43,6 +45,8 @@ _SHORTCUT_METHODS = (
     commands.Queue.Unbind,
 )
 _CONTENT_METHODS = (commands.Basic.Publish, commands.Basic.Return, commands.Basic.Deliver, commands.Basic.GetOk)
+#: Deliveries with bodies up to this size go out as one bytes object (method, header and body frames).
+_SMALL_BODY = 4096 - framing.EMPTY_FRAME_SIZE  # fits the smallest frame_max
 #: RabbitMQ's default max_message_size: 128 MiB up to 3.13, 16 MiB from 4.0.
 _MAX_MESSAGE_SIZE_3 = 134217728
 _MAX_MESSAGE_SIZE_4 = 16777216
@@ -50,14 +54,27 @@ _MAX_MESSAGE_SIZE_4 = 16777216
 MAX_MSG_SIZE = 536870912
 
 
+#: Property blocks found valid (a pure function of the octets): most publishers repeat a few blocks.
+_valid_blocks: set[bytes] = {b"\x00\x00"}
+_VALID_BLOCK_MAX = 512
+_VALID_ENTRIES = 4096
+
+
 def _properties_valid(props: bytes) -> bool:
     """RabbitMQ can decode the block (else its channel crashes: 541)."""
+    if props in _valid_blocks:
+        return True
     if not check_properties(props):
         return False
     try:
         RawProperties(props).validate()
     except PropertiesError:
         return False
+    if len(props) <= _VALID_BLOCK_MAX:
+        if len(_valid_blocks) >= _VALID_ENTRIES:
+            _valid_blocks.clear()
+            _valid_blocks.add(b"\x00\x00")
+        _valid_blocks.add(props)
     return True
 
 
@@ -113,10 +130,13 @@ class ChannelHandler:
         return errors.UnexpectedFrame("expected method frame, got non method frame instead")
 
     def _method_frame(self, payload: bytes) -> Callable[[], None] | None:
+        return self.method_frame(payload, framing.method_class(payload))
+
+    def method_frame(self, payload: bytes, cls: type[base.Frame]) -> Callable[[], None] | None:
+        """A method frame whose class the reader has looked up (``framing.method_class``)."""
         if self._asm != "method":
             raise self._expected()
-        cls = framing.method_class(payload)
-        index = framing.method_index(payload)
+        index = cls.index
         ids = (index >> 16, index & 0xFFFF)
         args = payload[4:]
         try:
@@ -188,6 +208,30 @@ class ChannelHandler:
         self, method: base.Frame, ids: tuple[int, int], payload: bytes, content: tuple[bytes, bytes, int] | None = None
     ) -> None:
         """``rabbit_channel:handle_method/3``, by channel state."""
+        if type(method) is _ACK and self.state == "open":
+            # the other hot path: basic.ack on an open channel (not a shortcut method, no content), as
+            # handlers.basic.basic_ack
+            try:
+                self.session.ack(method.delivery_tag or 0, bool(method.multiple))
+            except errors.SoftError as exc:
+                self.close_with(exc, ids)
+            except errors.AMQPError as exc:
+                if exc.method_ids == (0, 0) and exc.explanation:
+                    exc.at(ids)
+                raise
+            return
+        if content is not None and type(method) is _PUBLISH and self.state == "open":
+            # the hot path: none of the checks below applies to a complete basic.publish on an open channel
+            props, body, size = content
+            try:
+                self._publish(method, props, body, size)
+            except errors.SoftError as exc:
+                self.close_with(exc, ids)
+            except errors.AMQPError as exc:
+                if exc.method_ids == (0, 0) and exc.explanation:
+                    exc.at(ids)
+                raise
+            return
         # rabbit_channel expands the "" queue shortcut before it looks at the channel's state: even a closing
         # channel sends (another) channel.close for it
         no_last_queue = self._session is None or not self._session.last_queue
@@ -316,10 +360,23 @@ class ChannelHandler:
     ) -> None:
         if self._confirmed or self._rejected:
             self.flush_confirms()  # a delivery never overtakes the confirms of publishes handled before it
-        method = framing.encode_method(
-            self.number, Deliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
+        whole = framing.encode_delivery(
+            self.number, consumer_tag, delivery_tag, redelivered, exchange, routing_key, props, body
         )
-        self.conn.write_many([method, *framing.encode_content(self.number, props, body, self.conn.frame_max)])
+        if whole is not None:
+            self.conn.write_many([whole])
+            return
+        method = framing.encode_deliver(self.number, consumer_tag, delivery_tag, redelivered, exchange, routing_key)
+        if method is None:  # a name over 255 octets: pamqp's path (and its error)
+            method = framing.encode_method(
+                self.number, Deliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
+            )
+        if len(body) <= _SMALL_BODY:
+            self.conn.write_many([framing.encode_small_content(method, self.number, props, body)])
+            return
+        parts = framing.encode_content(self.number, props, body, self.conn.frame_max)
+        parts.insert(0, method)
+        self.conn.write_many(parts)
 
     def send_return(
         self, reply_code: int, reply_text_: str, exchange: str, routing_key: str, props: bytes, body: bytes
@@ -347,7 +404,7 @@ class ChannelHandler:
             return
         out: list[bytes] = []
         if len(confirmed) == 1:
-            out.append(framing.encode_method(self.number, commands.Basic.Ack(confirmed[0], False)))
+            out.append(framing.encode_ack(self.number, confirmed[0], False))
         elif confirmed:
             out += self._coalesce(confirmed, rejected, ack=True)
         if rejected:
@@ -363,8 +420,9 @@ class ChannelHandler:
         rest = [t for t in tags if t >= cutoff]
 
         def frame(tag: int, multiple: bool) -> bytes:
-            method = commands.Basic.Ack(tag, multiple) if ack else commands.Basic.Nack(tag, multiple, True)
-            return framing.encode_method(self.number, method)  # (a nack always has requeue set)
+            if ack:
+                return framing.encode_ack(self.number, tag, multiple)
+            return framing.encode_nack(self.number, tag, multiple, True)  # (a nack always has requeue set)
 
         return ([frame(below[-1], True)] if below else []) + [frame(t, False) for t in rest]
 
@@ -379,4 +437,7 @@ class ChannelHandler:
         if self._confirmed or self._rejected:
             self.flush_confirms()
         head = framing.encode_method(self.number, method)
+        if len(body) <= _SMALL_BODY:
+            self.conn.write_many([framing.encode_small_content(head, self.number, props, body)])
+            return
         self.conn.write_many([head, *framing.encode_content(self.number, props, body, self.conn.frame_max)])

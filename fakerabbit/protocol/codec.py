@@ -248,12 +248,60 @@ def _table_value(args: bytes, start: int, stop: int) -> dict[str, object]:
     return table_to_python(table)
 
 
+_PUBLISH = commands.Basic.Publish
+_ACK = commands.Basic.Ack
+_ack_args = struct.Struct(">QB")
+_short = struct.Struct(">H")
+
+
+def _publish_str(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        # RabbitMQ decodes basic.publish with a hand-written clause that takes any octets
+        return raw.decode("utf-8", "surrogateescape")
+
+
+def _decode_publish(args: bytes) -> commands.Basic.Publish | None:
+    """``basic.publish`` (ticket, exchange, routing key, mandatory and immediate bits) when the payload is
+    exactly that long; None otherwise."""
+    end = len(args)
+    if end < 5:
+        return None
+    rk_at = 3 + args[2]
+    if rk_at >= end:
+        return None
+    bits_at = rk_at + 1 + args[rk_at]
+    if bits_at + 1 != end:
+        return None
+    method = _PUBLISH.__new__(_PUBLISH)
+    bits = args[bits_at]
+    method.ticket = _short.unpack_from(args, 0)[0]
+    method.exchange = _publish_str(args[3:rk_at]) if rk_at > 3 else ""
+    method.routing_key = _publish_str(args[rk_at + 1 : bits_at]) if bits_at > rk_at + 1 else ""
+    method.mandatory = bool(bits & 1)
+    method.immediate = bool(bits & 2)
+    return method
+
+
 def decode_args(cls: type[base.Frame], args: bytes) -> base.Frame:
     """Decode a client method's arguments exactly as ``rabbit_framing_amqp_0_9_1:decode_method_fields/2``.
 
     pamqp is more lenient (it ignores trailing octets, for one), so fakerabbit decodes client methods itself
     and only builds pamqp's objects. Raises :class:`MethodDecodeError`.
+
+    ``basic.publish`` and ``basic.ack`` (a message's hot path) take a shortcut when their layout is exact; any
+    other payload of theirs goes the general way (and gets its error from there).
     """
+    if cls is _PUBLISH:
+        publish = _decode_publish(args)
+        if publish is not None:
+            return publish
+    elif cls is _ACK and len(args) == 9:
+        ack = _ACK.__new__(_ACK)
+        tag, bits = _ack_args.unpack(args)
+        ack.delivery_tag, ack.multiple = tag, bool(bits & 1)
+        return ack
     end = len(args)
     pos = 0
     bit = 0

@@ -30,9 +30,11 @@ def _process(self: AMQPConnection) -> None:
     """
     failure: errors.AMQPError | None = None
     fatal: str | None = None
+    next_frame = self.reader.next_frame
+    handle = self._handle_frame
     while not self.stopped and not self.closed and not self.blocked:
         try:
-            frame = self.reader.next_frame()
+            frame = next_frame()
         except framing.FrameTooLarge as exc:
             too_large: erlfmt.Term = (Atom("frame_too_large"), exc.size, exc.limit)
             fatal = erlfmt.frame_error_text(exc.type, b"", too_large, unicode=self.rules.unicode_texts)
@@ -44,7 +46,7 @@ def _process(self: AMQPConnection) -> None:
         if frame is None:
             break
         try:
-            self._handle_frame(frame)
+            handle(*frame)
         except framing.UnknownMethod as exc:
             self._pending.clear()
             self._crash(str(exc))
@@ -56,18 +58,26 @@ def _process(self: AMQPConnection) -> None:
             self.log_internal_error("handling a frame", exc)
             failure = errors.InternalError("")
             break
-    self._flush_pending()
+    if self._pending:
+        self._flush_pending()
     if self._confirming:
         self.flush_confirms()  # the batch's publisher confirms, coalesced
-    channel_failure, self._channel_failure = self._channel_failure, None
-    self._dead_channels.clear()
-    closing, self._closing_channels = self._closing_channels, []
-    if fatal is None and failure is None and channel_failure is None:
+    channel_failure = self._channel_failure
+    if self._dead_channels:
+        self._dead_channels.clear()
+    closing = self._closing_channels
+    if closing:
+        self._closing_channels = []
+    if channel_failure is None and fatal is None and failure is None:
+        if not closing:
+            return  # the common case: nothing failed, no channel closing
         # rabbit_reader answers channel_closing (then the channel sends close-ok) once it is done with the
         # chunk; an error in the chunk closes the connection first, and no close-ok goes out
         for ch in closing:
             ch.send(commands.Channel.CloseOk())
             self.channel_gone(ch.number)
+        return
+    self._channel_failure = None
     if fatal is not None:
         self._fatal_frame_error(fatal)
         return
@@ -80,30 +90,72 @@ def _process(self: AMQPConnection) -> None:
 
 
 def _flush_pending(self: AMQPConnection) -> None:
-    """Run the channel methods the reader handed on (see :meth:`_process`)."""
+    """Run the channel methods the reader handed on (see :meth:`_process`), in order.
+
+    The list is taken whole (no ``pop(0)`` per method); methods handed on while it runs go to a fresh list, run
+    after it, and whatever is left when the connection closes goes back in front, as before."""
+    dead = self._dead_channels
     while self._pending and not self.closed:
-        ch, fn = self._pending.pop(0)
-        if ch.number in self._dead_channels or self.state == "closed":
-            continue
-        try:
-            fn()
-            if self._late:
-                self._out.extend(self._late)
-                self._late.clear()
-        except errors.AMQPError as exc:  # a hard error: this channel is dead, the connection will close
-            self._dead_channels.add(ch.number)
-            if self._channel_failure is None:
-                self._channel_failure = exc
-        except Exception as exc:  # never let a bug take the broker down
-            self.log_internal_error("handling a channel method", exc)
-            self._dead_channels.add(ch.number)
-            if self._channel_failure is None:
-                self._channel_failure = errors.InternalError("")
+        batch, self._pending = self._pending, []
+        for i, (ch, fn) in enumerate(batch):
+            if self.closed:
+                self._pending[:0] = batch[i:]
+                return
+            if ch.number in dead or self.state == "closed":
+                continue
+            try:
+                fn()
+                if self._late:
+                    self._out.extend(self._late)
+                    self._late.clear()
+            except errors.AMQPError as exc:  # a hard error: this channel is dead, the connection will close
+                dead.add(ch.number)
+                if self._channel_failure is None:
+                    self._channel_failure = exc
+            except Exception as exc:  # never let a bug take the broker down
+                self.log_internal_error("handling a channel method", exc)
+                dead.add(ch.number)
+                if self._channel_failure is None:
+                    self._channel_failure = errors.InternalError("")
 
 
-def _handle_frame(self: AMQPConnection, frame: framing.RawFrame) -> None:
+_METHOD, _HEADER, _BODY = framing.FRAME_METHOD, framing.FRAME_HEADER, framing.FRAME_BODY
+_method_class = framing.method_class
+
+
+def _handle_frame(self: AMQPConnection, ftype: int, channel: int, payload: bytes) -> None:
     """``rabbit_reader:handle_frame/4``."""
-    ftype, channel, payload = frame.type, frame.channel, frame.payload
+    if channel and self.state == "running":
+        # the hot path: a frame for a channel of a running connection, each frame classified once
+        if ftype == _METHOD and len(payload) >= 4:
+            cls = _method_class(payload)  # unknown ids: the reader crashes before the channel sees it
+        elif ftype == _BODY or (ftype == _HEADER and len(payload) >= 12):
+            cls = None
+        elif ftype == framing.FRAME_HEARTBEAT and not payload:
+            raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
+        else:
+            raise errors.FrameError(
+                erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts)
+            )
+        ch = self.channels.get(channel)
+        if ch is None:
+            if len(self.channels) >= self.channel_max:
+                raise errors.NotAllowed(
+                    f"number of channels opened ({len(self.channels)}) has reached the negotiated "
+                    f"channel_max ({self.channel_max})"
+                )
+            ch = self.channels[channel] = ChannelHandler(self, channel)
+        if cls is not None:
+            deferred = ch.method_frame(payload, cls)
+            if deferred is not None:
+                self._pending.append((ch, deferred))
+            return
+        deferred = ch.handle_frame(ftype, payload)
+        if deferred is not None:
+            self._pending.append((ch, deferred))
+        if not self.closed and self.server.alarms.blocking:
+            self.publish_received()  # (which checks blocking itself: only under an alarm is there work)
+        return
     if self.state == "closed":
         if channel == 0 and ftype == framing.FRAME_METHOD and len(payload) >= 4:
             cls = framing.method_class(payload)

@@ -12,7 +12,6 @@ and reports the limit as ``frame_max - 8``); the frame-end octet is checked once
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from pamqp import base, commands
 from pamqp import frame as pamqp_frame
@@ -45,13 +44,6 @@ _method_id = struct.Struct(">I")
 _content_head = struct.Struct(">HHQ")
 _close_ids = struct.Struct(">HHH")
 _short2 = struct.Struct(">HH")
-
-
-@dataclass(slots=True)
-class RawFrame:
-    type: int
-    channel: int
-    payload: bytes
 
 
 class FrameTooLarge(Exception):
@@ -91,7 +83,8 @@ class FrameReader:
             self._pos = 0
         self._buf += data
 
-    def next_frame(self) -> RawFrame | None:
+    def next_frame(self) -> tuple[int, int, bytes] | None:
+        """The next complete frame as (type, channel, payload), or None."""
         buf, pos = self._buf, self._pos
         if len(buf) - pos < 7:
             return None
@@ -108,7 +101,7 @@ class FrameReader:
         if self._pos > 65536:
             del buf[: self._pos]
             self._pos = 0
-        return RawFrame(ftype, channel, payload)
+        return ftype, channel, payload
 
     def clear(self) -> None:
         """Drop whatever is buffered (the connection is gone)."""
@@ -170,11 +163,17 @@ EXTENSION_METHODS: dict[int, type[base.Frame]] = {
 ACCESS_REQUEST_OK = struct.pack(">IH", 0x001E000B, 1)
 
 
+#: Every known method class by its class and method ids as they are on the wire (pamqp's first).
+_BY_WIRE_ID: dict[bytes, type[base.Frame]] = {
+    _method_id.pack(index): cls for index, cls in {**EXTENSION_METHODS, **commands.INDEX_MAPPING}.items()
+}
+
+
 def method_class(payload: bytes) -> type[base.Frame]:
     """The pamqp class for a method frame payload (at least 4 octets); unknown ids raise :class:`UnknownMethod`."""
-    index = method_index(payload)
-    cls = commands.INDEX_MAPPING.get(index) or EXTENSION_METHODS.get(index)
+    cls = _BY_WIRE_ID.get(payload[:4])
     if cls is None:
+        index = method_index(payload)
         raise UnknownMethod(f"unknown method class {index >> 16} method {index & 0xFFFF}")
     return cls
 
@@ -186,6 +185,108 @@ def encode_raw_method(channel: int, payload: bytes) -> bytes:
 
 def encode_method(channel: int, method: base.Frame) -> bytes:
     return pamqp_frame.marshal(method, channel)
+
+
+_DELIVER_ID = _method_id.pack(commands.Basic.Deliver.index)
+_deliver_fixed = struct.Struct(">qB")  # pamqp packs a longlong signed
+
+
+def encode_deliver(
+    channel: int, consumer_tag: str, delivery_tag: int, redelivered: bool, exchange: str, routing_key: str
+) -> bytes | None:
+    """The ``basic.deliver`` method frame, byte for byte what pamqp marshals for
+    ``codec.Deliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)`` (pamqp's class id, method id
+    and argument order; shortstrs as UTF-8 with surrogate escapes), without building pamqp's object. None when a
+    shortstr is longer than 255 octets (the caller takes pamqp's path, which raises)."""
+    tag = consumer_tag.encode("utf-8", "surrogateescape")
+    ex = exchange.encode("utf-8", "surrogateescape")
+    rk = routing_key.encode("utf-8", "surrogateescape")
+    ltag, lex, lrk = len(tag), len(ex), len(rk)
+    if ltag > 255 or lex > 255 or lrk > 255:
+        return None
+    size = 16 + ltag + lex + lrk  # ids 4, 3 lengths, delivery tag 8, bits 1
+    return b"".join(
+        (
+            _frame_head.pack(FRAME_METHOD, channel, size),
+            _DELIVER_ID,
+            bytes((ltag,)),
+            tag,
+            _deliver_fixed.pack(delivery_tag, 1 if redelivered else 0),
+            bytes((lex,)),
+            ex,
+            bytes((lrk,)),
+            rk,
+            b"\xce",
+        )
+    )
+
+
+_ack_frame = struct.Struct(">BHIIqBB")  # frame head, ids, delivery tag (signed, as pamqp), bits, frame end
+_ACK_INDEX, _NACK_INDEX = commands.Basic.Ack.index, commands.Basic.Nack.index
+
+
+def encode_ack(channel: int, delivery_tag: int, multiple: bool) -> bytes:
+    """``basic.ack`` from the server (a publisher confirm), as pamqp marshals ``Basic.Ack(tag, multiple)``."""
+    return _ack_frame.pack(FRAME_METHOD, channel, 13, _ACK_INDEX, delivery_tag, 1 if multiple else 0, FRAME_END)
+
+
+def encode_nack(channel: int, delivery_tag: int, multiple: bool, requeue: bool) -> bytes:
+    """``basic.nack``, as pamqp marshals ``Basic.Nack(tag, multiple, requeue)``."""
+    bits = (1 if multiple else 0) | (2 if requeue else 0)
+    return _ack_frame.pack(FRAME_METHOD, channel, 13, _NACK_INDEX, delivery_tag, bits, FRAME_END)
+
+
+#: shortstr encodings (length octet + UTF-8 with surrogate escapes) of the names deliveries carry
+_shortstrs: dict[str, bytes] = {}
+_SHORTSTR_ENTRIES = 4096
+
+
+def _shortstr(name: str) -> bytes | None:
+    out = _shortstrs.get(name)
+    if out is None:
+        raw = name.encode("utf-8", "surrogateescape")
+        if len(raw) > 255:
+            return None
+        if len(_shortstrs) >= _SHORTSTR_ENTRIES:
+            _shortstrs.clear()
+        out = _shortstrs[name] = bytes((len(raw),)) + raw
+    return out
+
+
+def encode_delivery(
+    channel: int,
+    consumer_tag: str,
+    delivery_tag: int,
+    redelivered: bool,
+    exchange: str,
+    routing_key: str,
+    props: bytes,
+    body: bytes,
+) -> bytes | None:
+    """``encode_small_content(encode_deliver(...), channel, props, body)`` in one step, for a body of at most
+    4088 octets; None when that does not apply (a longer body, a name over 255 octets)."""
+    n = len(body)
+    if n > 4088:
+        return None
+    tag, ex, rk = _shortstr(consumer_tag), _shortstr(exchange), _shortstr(routing_key)
+    if tag is None or ex is None or rk is None:
+        return None
+    parts = [
+        _frame_head.pack(FRAME_METHOD, channel, 13 + len(tag) + len(ex) + len(rk)),
+        _DELIVER_ID,
+        tag,
+        _deliver_fixed.pack(delivery_tag, 1 if redelivered else 0),
+        ex,
+        rk,
+        b"\xce",
+        _frame_head.pack(FRAME_HEADER, channel, 12 + len(props)),
+        _content_head.pack(60, 0, n),
+        props,
+        b"\xce",
+    ]
+    if n:
+        parts += (_frame_head.pack(FRAME_BODY, channel, n), body, b"\xce")
+    return b"".join(parts)
 
 
 def encode_close(channel: int, reply_code: int, reply_text: bytes, class_id: int, method_id: int) -> bytes:
@@ -209,6 +310,34 @@ def parse_content_header(payload: bytes) -> tuple[int, int, int, bytes] | None:
         return None
     class_id, weight, body_size = _content_head.unpack_from(payload, 0)
     return class_id, weight, body_size, payload[12:]
+
+
+def encode_small_content(method_frame: bytes, channel: int, props: bytes, body: bytes) -> bytes:
+    """``method_frame`` followed by what :func:`encode_content` gives, as one bytes object, for a body that
+    fits one body frame under any ``frame_max`` (at most 4088 octets)."""
+    n = len(body)
+    if not n:
+        return b"".join(
+            (
+                method_frame,
+                _frame_head.pack(FRAME_HEADER, channel, 12 + len(props)),
+                _content_head.pack(60, 0, 0),
+                props,
+                b"\xce",
+            )
+        )
+    return b"".join(
+        (
+            method_frame,
+            _frame_head.pack(FRAME_HEADER, channel, 12 + len(props)),
+            _content_head.pack(60, 0, n),
+            props,
+            b"\xce",
+            _frame_head.pack(FRAME_BODY, channel, n),
+            body,
+            b"\xce",
+        )
+    )
 
 
 def encode_content(channel: int, props: bytes, body: bytes, frame_max: int) -> list[bytes]:

@@ -58,9 +58,10 @@ def flush(self: AMQPConnection) -> None:
         self._out.extend(self._late)
         self._late.clear()
     self._out_bytes = 0
-    if self._out and self.transport is not None and not self.closed:
-        data = b"".join(self._out)
-        self._out.clear()
+    out = self._out
+    if out and self.transport is not None and not self.closed:
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
         self._last_send = real_monotonic()
         self.transport.write(data)
     else:

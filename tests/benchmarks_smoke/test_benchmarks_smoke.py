@@ -26,6 +26,8 @@ CASES = {
     ],
     "scale": ["bench_scale.py", "--quick", "--queues", "50", "--messages", "500", "--bindings", "100"],
     "hotpath": ["bench_hotpath.py", "--quick", "--reps", "1", "-n", "300", "--bindings", "100"],
+    "cpu": ["bench_cpu.py", "-n", "200", "--rounds", "1", "--targets", "process,thread"],
+    "protocol": ["bench_protocol.py", "-n", "300", "--reps", "1"],
 }
 
 
