@@ -30,7 +30,7 @@ from pamqp import frame as pamqp_frame
 from fakerabbit.broker.broker import Broker
 from fakerabbit.clock import SystemClock
 from fakerabbit.protocol.connection import AMQPConnection
-from fakerabbit.server import Server
+from fakerabbit.protocol.listener import Listener
 
 BODY = b"x" * 100
 CHUNK = 65536
@@ -92,7 +92,7 @@ def chunks(frames: list[bytes]) -> list[bytes]:
 class Rig:
     def __init__(self) -> None:
         self.broker = Broker(SystemClock())
-        self.server = Server(self.broker)
+        self.server = Listener(self.broker)
         self.conn = AMQPConnection(self.server)
         self.sink = Sink()
         self.conn.connection_made(self.sink)  # type: ignore[arg-type]

@@ -98,6 +98,18 @@ class DeadLetters:
         if self._publishing:
             return
         self._publishing = True
+        self.release()
+
+    def hold(self) -> bool:
+        """Queue dead letters instead of publishing them, until :meth:`release` (a publish being handed to all its
+        queues). False when they are held already (by an outer publish or dead-lettering, which releases them)."""
+        if self._publishing:
+            return False
+        self._publishing = True
+        return True
+
+    def release(self) -> None:
+        """Publish the dead letters queued while held (and those their publishing causes), then stop holding."""
         try:
             work = self._work
             while work:

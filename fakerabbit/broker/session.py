@@ -182,9 +182,20 @@ class Session:
         if events.enabled:
             events.record(ROUTED, msg.id, tuple([q.name for q in queues]))
         accepted = True
-        for q in queues:
-            if not q.publish(msg):
-                accepted = False
+        if len(queues) > 1:
+            # RabbitMQ hands the message to every queue before any of them dead-letters it (dead letters are
+            # published asynchronously): a copy that dies at once in one queue reaches the others after it.
+            dead_letters = self.broker.dead_letters
+            held = dead_letters.hold()
+            try:
+                for q in queues:
+                    if not q.publish(msg):
+                        accepted = False
+            finally:
+                if held:
+                    dead_letters.release()
+        elif queues and not queues[0].publish(msg):
+            accepted = False
         if not queues and mandatory:
             self.broker.events.emit("returned", msg)
             self.sink.send_return(312, "NO_ROUTE", exchange, msg.routing_key, msg.props.raw, msg.body)
