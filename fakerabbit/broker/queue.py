@@ -192,6 +192,8 @@ class Queue:
         self.consumers: list[Consumer] = []
         #: quorum: basic.get deliveries (manual ack) not yet settled; rabbit_fifo keeps a consumer for each
         self.unsettled_gets = 0
+        #: quorum: cancelled consumers that still hold unsettled deliveries (rabbit_fifo keeps their records)
+        self.lingering: set[Consumer] = set()
         self._rr = 0
         self.unacked = 0
         self.deleted = False
@@ -783,7 +785,7 @@ class Queue:
         if self.is_quorum:
             if n and self.settings.single_active_consumer:
                 n = 1
-            n += self.unsettled_gets
+            n += self.unsettled_gets + len(self.lingering)
         return n
 
     def restart(self, survives: Callable[[Entry], bool], why: str) -> None:

@@ -337,6 +337,8 @@ class Session:
             self.reply_consumer = self.reply_to_token = None
             return True
         c.queue.remove_consumer(c)
+        if c.unacked and c.queue.is_quorum:
+            c.queue.lingering.add(c)  # still a consumer of the quorum queue until its deliveries are settled
         self.broker.events.emit("consumer-cancelled", None, queue=c.queue.name, consumer_tag=tag)
         return True
 
@@ -504,9 +506,9 @@ class Session:
         self.unacked.clear()
         self.global_unacked = 0
         self.unacked_bytes = 0
-        _gets_settled(taken)
+        _gets_settled(taken, released=True)
         for _kind, pending, _requeue in self._tx_settles:
-            _gets_settled(pending)
+            _gets_settled(pending, released=True)
         for q, entries in _group(taken):
             q.release(entries)
 
@@ -538,11 +540,16 @@ def _sac_classic(q: Queue) -> bool:
     return q.queue_type == "classic" and q.settings.single_active_consumer
 
 
-def _gets_settled(taken: Iterable[Unacked]) -> None:
-    """Quorum ``basic.get`` deliveries settled (or released): their rabbit_fifo consumers go away."""
+def _gets_settled(taken: Iterable[Unacked], *, released: bool = False) -> None:
+    """Quorum deliveries settled (or ``released`` with their channel): the rabbit_fifo consumer records of
+    ``basic.get`` deliveries and of cancelled consumers with nothing left unsettled go away."""
     for u in taken:
-        if u.consumer is None and u.queue.is_quorum:
+        if not u.queue.is_quorum:
+            continue
+        if u.consumer is None:
             u.queue.unsettled_gets -= 1
+        elif released or u.consumer.unacked == 0:
+            u.queue.lingering.discard(u.consumer)
 
 
 def _group(taken: Iterable[Unacked]) -> list[tuple[Queue, list[Entry]]]:

@@ -197,6 +197,34 @@ def test_quorum_get_acked_in_a_transaction_counts_until_commit(broker: Target, c
     assert consumer_count(broker, other, q, 0) == 0
 
 
+def test_quorum_cancelled_consumer_counts_until_its_deliveries_are_settled(
+    broker: Target, conn: pika.BlockingConnection
+) -> None:
+    """rabbit_fifo keeps a cancelled consumer's record while it has checked-out messages (differential fuzzer,
+    FOUND.md 1): it stays in consumer_count until they are acked, or released with its channel."""
+    ch, other = conn.channel(), conn.channel()
+    q = quorum(broker, ch)
+    ch.confirm_delivery()
+    for body in (b"m1", b"m2"):
+        ch.basic_publish("", q, body)
+    got: list[int] = []
+    ch.basic_qos(prefetch_count=1)
+    tag = ch.basic_consume(q, lambda _c, m, _p, _b: got.append(m.delivery_tag))
+    eventually(broker, lambda: conn.process_data_events(time_limit=0.05) or len(got), lambda n: n == 1)
+    ch.basic_cancel(tag)
+    assert consumer_count(broker, other, q, 1) == 1  # cancelled, one message unacked
+    ch.basic_ack(got[0])
+    assert consumer_count(broker, other, q, 0) == 0
+    closing = conn.channel()
+    got.clear()
+    tag = closing.basic_consume(q, lambda _c, m, _p, _b: got.append(m.delivery_tag))
+    eventually(broker, lambda: conn.process_data_events(time_limit=0.05) or len(got), lambda n: n == 1)
+    closing.basic_cancel(tag)
+    assert consumer_count(broker, other, q, 1) == 1
+    closing.close()  # the unacked message goes back, and the record with it
+    assert consumer_count(broker, other, q, 0) == 0
+
+
 def test_classic_unsettled_get_is_not_a_consumer(broker: Target, ch: BlockingChannel) -> None:
     q = broker.name()
     ch.queue_declare(q)
