@@ -439,14 +439,19 @@ def test_connections_channels_consumers_and_forced_close(api: Api) -> None:
 
         chans = api.poll(
             lambda: api.request("GET", f"/api/connections/{q(c['name'])}/channels"),
-            # RabbitMQ lists a channel before its stats (prefetch_count, consumer_count) are emitted.
-            lambda a: bool(a.body) and "prefetch_count" in a.body[0] and "consumer_count" in a.body[0],
+            # RabbitMQ lists a channel before its stats (prefetch_count, consumer_count) are emitted, and emits
+            # them before they count the qos and the consume: wait for them on the real API.
+            lambda a: bool(a.body) and a.body[0].get("prefetch_count") == 7 and a.body[0].get("consumer_count") == 1,
         ).body
         assert (chans[0]["number"], chans[0]["prefetch_count"], chans[0]["consumer_count"]) == (1, 7, 1)
         assert chans[0]["connection_details"]["name"] == c["name"]
         assert chans[0]["name"] == f"{c['name']} (1)"
 
-        cons = [x for x in api.request("GET", "/api/consumers/%2F").body if x["queue"]["name"] == queue]
+        listed_consumers = api.poll(
+            lambda: api.request("GET", "/api/consumers/%2F"),
+            lambda a: any(x["queue"]["name"] == queue for x in a.body or []),
+        ).body
+        cons = [x for x in listed_consumers if x["queue"]["name"] == queue]
         assert [(x["consumer_tag"], x["prefetch_count"], x["ack_required"]) for x in cons] == [
             (api.prefix + "ctag", 7, True)
         ]
