@@ -476,22 +476,11 @@ class Queue:
             if not level or level[0].expires_at is None:
                 return
             # One level (no x-max-priority): pop the due run off the deque directly.
-            now = self.ctx.clock.now_ms()
-            gone: list[Entry] = []
-            size = 0
-            while level:
-                at = level[0].expires_at
-                if at is None or at > now:
-                    break
-                e = level.popleft()
-                gone.append(e)
-                size += self.msg_bytes(e.msg)
-            self.ready_count -= len(gone)
-            self.ready_bytes -= size
+            gone = self._expire_level_heads()
         elif self._qq_strict:
             if not self._ttl_seen:
                 return
-            gone = self._qq_expire_heads()
+            gone = self._expire_level_heads()
         else:
             head = self._head()
             if head is None or head.expires_at is None:
@@ -507,10 +496,10 @@ class Queue:
             self.vhost.dead_letter(self, expired, "expired", self._counts(gone))
         self._schedule_ttl()
 
-    def _qq_expire_heads(self) -> list[Entry]:
-        """4.3 quorum (rabbit_fifo expire_batch): the expired run at the head of the returns and of every priority
-        level, highest first; RabbitMQ checks when the next message is due or its timer (the earliest head) fires,
-        which on the virtual clock is the same moment."""
+    def _expire_level_heads(self) -> list[Entry]:
+        """The expired run at the head of every level, highest first: a queue of one level, and 4.3 quorum queues
+        (rabbit_fifo expire_batch: the returns and every priority level; RabbitMQ checks when the next message is
+        due or its timer, the earliest head, fires, which on the virtual clock is the same moment)."""
         now = self.ctx.clock.now_ms()
         expired: list[Entry] = []
         size = 0
