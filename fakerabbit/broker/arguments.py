@@ -13,9 +13,9 @@ Texts were checked against a live RabbitMQ 3.10.8 (2026-11-21) unless a docstrin
 terms in them are rendered by :func:`erl_pretty`, including the line break Erlang's ``~p`` inserts into a
 tagged pair that does not fit in 80 columns.
 
-Stream queues (``x-queue-type = "stream"``) are not supported: declaring one raises
-``540 NOT_IMPLEMENTED - stream queues are not supported by fakerabbit`` (a connection error), right after the
-``x-queue-type`` argument itself has been validated.
+Stream queues (``x-queue-type = "stream"``) get their own arguments checked here (``x-max-age`` with
+:func:`check_max_age`, the segment and filter sizes) and the stream's ``declare/2`` checks (properties, segment
+size limit, filter size); the queue itself is :mod:`fakerabbit.broker.stream`.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from fakerabbit.broker.profile import Profile
 __all__ = [
     "MAX_EXPIRY",
     "QUEUE_MASTER_LOCATOR_TEXT",
-    "STREAM_NOT_SUPPORTED",
     "TRANSIENT_NONEXCL_TEXT",
     "Atom",
     "ErlStr",
     "augment_declare_args",
     "check_exchange_equivalence",
+    "check_max_age",
     "check_queue_equivalence",
     "deprecated_feature_text",
     "erl_pretty",
@@ -56,8 +56,8 @@ __all__ = [
 
 #: ``?MAX_EXPIRY_TIMER``: ten years in milliseconds, the largest TTL / expiry RabbitMQ accepts.
 MAX_EXPIRY: Final = 315_360_000_000
-#: Explanation of the 540 raised for ``x-queue-type = "stream"``.
-STREAM_NOT_SUPPORTED: Final = "stream queues are not supported by fakerabbit"
+#: ``?MAX_STREAM_MAX_SEGMENT_SIZE``: the largest ``x-stream-max-segment-size-bytes`` a stream takes.
+MAX_STREAM_MAX_SEGMENT_SIZE: Final = 3_000_000_000
 #: Explanation of 4.3's 541 for a queue neither durable nor exclusive (``rabbit_deprecated_features``).
 
 
@@ -426,6 +426,46 @@ def _group_size(field: Field, args: Table) -> Any:
     return (Atom("value_zero"), 0) if err is None and field[1] == 0 else err
 
 
+_MAX_AGE_UNITS: Final = {
+    "Y": 365 * 86_400_000,
+    "M": 30 * 86_400_000,
+    "D": 86_400_000,
+    "h": 3_600_000,
+    "m": 60_000,
+    "s": 1000,
+}
+
+
+def check_max_age(value: str | bytes, *, crash_without_digits: bool) -> int | None:
+    """``rabbit_amqqueue:check_max_age/1``: leading digits (more than zero) and one unit of ``Y M D h m s`` -> the
+    age in milliseconds (``"7D"`` -> 604800000); anything else -> None (``invalid_max_age``).
+
+    Up to 4.2 the regex is ``(^[0-9]*)(.*)`` and a value without leading digits crashes ``list_to_integer("")``:
+    with ``crash_without_digits`` that raises 541 INTERNAL_ERROR (live 3.10.8 and 4.0.5; 4.3.6 refuses it)."""
+    text = value if isinstance(value, str) else value.decode("utf-8", "surrogateescape")
+    m = re.match(r"[0-9]*", text)
+    digits = m.group() if m is not None else ""
+    if not digits:
+        if crash_without_digits:
+            raise errors.InternalError("")
+        return None
+    unit = text[len(digits) :]
+    if int(digits) <= 0 or unit not in _MAX_AGE_UNITS:
+        return None
+    return int(digits) * _MAX_AGE_UNITS[unit]
+
+
+def _max_age_arg(crash: bool) -> _Check:
+    """``check_max_age_arg/2``."""
+
+    def check(field: Field, _args: Table) -> Any:
+        if field[0] != "S":
+            return _unacceptable(field)
+        return None if check_max_age(field[1], crash_without_digits=crash) is not None else Atom("invalid_max_age")
+
+    return check
+
+
 _QUEUE_TYPES: Final = frozenset({"classic", "quorum", "stream"})
 _check_queue_type: Final = _one_of(_QUEUE_TYPES, lambda v: ErlStr.of(f"unsupported queue type '{v}'"))
 
@@ -464,6 +504,10 @@ def _validators(profile: Profile) -> tuple[tuple[str, _Check], ...]:
         ("x-consumer-disconnected-timeout", _non_neg_int),
         ("x-queue-type", _check_queue_type),
         ("x-quorum-initial-group-size", _group_size),
+        ("x-max-age", _max_age_arg(profile.max_age_crashes_without_digits)),
+        ("x-stream-max-segment-size-bytes", _non_neg_int),
+        ("x-stream-filter-size-bytes", _non_neg_int),
+        ("x-initial-cluster-size", _group_size),
         (
             "x-queue-leader-locator",
             _one_of(
@@ -525,18 +569,19 @@ def validate_new_queue(
     auto_delete: bool,
     profile: Profile,
 ) -> str:
-    """Check a ``queue.declare`` of a new queue; return its type, ``"classic"`` or ``"quorum"``.
+    """Check a ``queue.declare`` of a new queue; return its type, ``"classic"``, ``"quorum"`` or ``"stream"``.
 
     RabbitMQ's order (N-1), after the caller's permission checks:
 
     1. ``x-dead-letter-exchange`` must be a longstr (N-2; RabbitMQ checks this before permissions, so the
        caller may already have done it);
-    2. ``x-queue-type`` (then ``stream`` -> 540 NOT_IMPLEMENTED, see module docstring);
+    2. ``x-queue-type``;
     3. the type's own arguments, in ``declare_args`` order (N-3);
     4. arguments known only to other queue types, in the client's table order (N-5);
     5. 4.3: neither durable nor exclusive -> 541 INTERNAL_ERROR (:data:`TRANSIENT_NONEXCL_TEXT`);
     6. classic: ``x-queue-master-locator`` (:attr:`Profile.queue_master_locator`);
-    7. quorum: ``auto-delete``, then ``exclusive-owner``, then ``non-durable`` (DLIM-7).
+    7. quorum and stream: ``auto-delete``, then ``exclusive-owner``, then ``non-durable`` (DLIM-7); a stream's
+       segment size (at most 3,000,000,000) and, from 3.13, its filter size (16 - 255).
 
     ``args`` should already have gone through :func:`augment_declare_args`. Unknown ``x-`` arguments are
     accepted. ``x-delivery-limit`` has no validator; ``x-consumer-timeout`` has one only in 4.3, where it is a
@@ -554,8 +599,6 @@ def validate_new_queue(
         if err is not None:
             raise _invalid_arg("x-queue-type", rs, err)
     queue_type = queue_type_of(args)
-    if queue_type == "stream":
-        raise errors.NotImplemented_(STREAM_NOT_SUPPORTED)
     own = _type_arguments(queue_type, profile)
     for key, check in _validators(profile):
         field = args.get(key)
@@ -586,7 +629,7 @@ def validate_new_queue(
             and (locator[0] != "S" or locator[1] not in _MASTER_LOCATORS)
         ):
             raise errors.InternalError("")
-    if queue_type == "quorum":
+    if queue_type in ("quorum", "stream"):
         for bad, prop in (
             (auto_delete, "auto-delete"),
             (exclusive, "exclusive-owner"),
@@ -594,7 +637,26 @@ def validate_new_queue(
         ):
             if bad:
                 raise errors.PreconditionFailed(f"invalid property '{prop}' for {rs}")
+    if queue_type == "stream":
+        _check_stream_sizes(args, profile)
     return queue_type
+
+
+def _check_stream_sizes(args: Table, profile: Profile) -> None:
+    """``rabbit_stream_queue:check_max_segment_size_bytes/1`` and ``check_filter_size/1`` (after the argument
+    validators, so the segment size is a non-negative integer here)."""
+    seg = args.get("x-stream-max-segment-size-bytes")
+    if seg is not None and seg[0] in INTEGER_TAGS and seg[1] > MAX_STREAM_MAX_SEGMENT_SIZE:
+        raise errors.PreconditionFailed("Exceeded max value for x-stream-max-segment-size-bytes")
+    size = args.get("x-stream-filter-size-bytes")
+    check = profile.stream_filter_size_check
+    if size is None or check == "none":
+        return
+    # "loose" (3.13 - 4.2): no validator ran and Erlang orders every non-number above 255
+    number = number_value(size) if size[0] != "T" else int(size[1])
+    if number is None or not 16 <= number <= 255:
+        space = "  " if check == "loose" else " "
+        raise errors.PreconditionFailed(f"Invalid value for{space}x-stream-filter-size-bytes")
 
 
 def check_queue_equivalence(
@@ -629,7 +691,20 @@ def check_queue_equivalence(
     )
     _field_equivalence(_bool_atom(auto_delete), _bool_atom(new_auto_delete), rs, "auto_delete")
     keys = _type_arguments(queue_type, profile)
+    if queue_type == "stream" and profile.stream_max_age_equivalence_ms:
+        stored_args, new_args = _max_age_in_ms(stored_args), _max_age_in_ms(new_args)
     _args_equivalence(stored_args, new_args, rs, keys, profile.typed_inequivalence_text)
+
+
+def _max_age_in_ms(args: Table) -> Table:
+    """4.3.6 compares a stream's valid ``x-max-age`` as milliseconds (a longstr): ``24h`` equals ``1D``."""
+    field = args.get("x-max-age")
+    if field is None or field[0] != "S":
+        return args
+    ms = check_max_age(field[1], crash_without_digits=False)
+    if ms is None:
+        return args
+    return {**args, "x-max-age": ("S", str(ms))}
 
 
 # ======================================================================================================

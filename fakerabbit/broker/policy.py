@@ -124,7 +124,9 @@ _VALIDATORS: Final[dict[str, Any]] = {
         _one_of(v, ("client-local", "balanced")), v, "is not a valid queue leader locator value"
     ),
     "initial-cluster-size": lambda v, p: _check(_is_int(v) and v > 0, v, "is not a valid cluster size"),
-    "stream-max-segment-size-bytes": lambda v, p: _check(_is_int(v) and v >= 0, v, "is not a valid segment size"),
+    "stream-max-segment-size-bytes": lambda v, p: _check(
+        _is_int(v) and 0 <= v <= 3_000_000_000, v, "is not a valid segment size"
+    ),
     "ha-mode": lambda v, p: _check(_one_of(v, ("all", "exactly", "nodes")), v, "is not a valid ha-mode value"),
     "max-age": lambda v, p: _check(_max_age_ms(v) is not None, v, "is not a valid max age"),
     "consumer-timeout": lambda v, p: _check(_is_int(v) and v >= 0, v, "is not a valid consumer timeout"),
@@ -322,6 +324,8 @@ def _applicable(definition: Mapping[str, Any], queue_type: str | None, profile: 
         unsupported = profile.unsupported_qq_policy_keys
     elif queue_type in (None, "classic"):
         unsupported = profile.unsupported_classic_policy_keys
+    elif queue_type == "stream":
+        unsupported = profile.unsupported_stream_policy_keys
     else:
         return True
     return not any(k in unsupported for k in definition)

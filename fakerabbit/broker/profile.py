@@ -199,6 +199,39 @@ class Profile:
     #: 4.0.5 the latter, 4.3.6 the former; the text changed in rabbit_channel in 4.2.0).
     sac_get_error_prints_type_term: bool = False
 
+    # -- stream queues (fakerabbit/broker/stream.py; notes/rabbitmq-streams-observed.md) -------------------------
+    #: ``rabbit_stream_queue:capabilities()`` ``unsupported_policies``: a policy with any of these keys skips
+    #: streams.
+    unsupported_stream_policy_keys: frozenset[str] = frozenset()
+    #: The stream's ``consumer_arguments`` (refused on other queue types: ``invalid arg … of queue type``):
+    #: ``x-stream-offset``, and from 4.0 ``x-stream-filter`` and ``x-stream-match-unfiltered``.
+    stream_consumer_arguments: tuple[str, ...] = ("x-stream-offset",)
+    #: Other queue types' consumer arguments, refused on a stream (3.x: ``x-priority``, ``x-cancel-on-ha-failover``;
+    #: 4.0: ``x-priority``; 4.3: ``x-priority``, ``x-consumer-timeout``).
+    stream_foreign_consumer_arguments: tuple[str, ...] = ("x-priority", "x-cancel-on-ha-failover")
+    #: 4.x texts: ``… is not set for stream queue 'q' …``, ``… not supported by stream queue 'q' …``; 3.x says
+    #: ``for 'queue 'q' in vhost '/''`` and ``by stream queues queue 'q' …``.
+    stream_v4_texts: bool = False
+    #: 3.13+: ``basic.nack``, ``basic.reject`` and ``basic.recover`` credit a stream consumer like an ack; before,
+    #: nack/reject are 540 and recover crashes the channel (541).
+    stream_settle_any: bool = False
+    #: 3.13+: stream filtering (``x-stream-filter-value``, ``x-stream-filter``, ``x-stream-match-unfiltered``).
+    stream_filtering: bool = False
+    #: ``x-stream-filter-size-bytes`` on a stream: ``"none"`` (unknown argument, ≤3.12), ``"loose"`` (3.13 - 4.2:
+    #: not a validated queue argument; anything but an integer in 16..255 is ``Invalid value for  x-stream-…``,
+    #: two spaces), ``"strict"`` (4.3: validated integer, then ``Invalid value for x-stream-…``).
+    stream_filter_size_check: Literal["none", "loose", "strict"] = "none"
+    #: ``x-max-age`` (and an interval ``x-stream-offset``) without leading digits crashes ``check_max_age/1``
+    #: (541) up to 4.2; 4.3 refuses it with ``invalid_max_age`` (rabbitmq-server #16282).
+    max_age_crashes_without_digits: bool = True
+    #: 4.3.6: ``x-max-age`` is compared in milliseconds when a stream is redeclared (``24h`` equals ``1D``).
+    stream_max_age_equivalence_ms: bool = False
+    #: osiris ≥ 1.4 (RabbitMQ 3.11+) re-evaluates an age limit every hour while more than one segment remains.
+    stream_hourly_retention: bool = False
+    #: 4.x management API shows a stream's statistics (``leader``, ``members``, ``messages``, ``segments`` …);
+    #: 3.10.8 shows only its declare fields.
+    stream_management_stats: bool = False
+
 
 # -------------------------------------------------------------------------------------------------------
 # building blocks
@@ -239,6 +272,26 @@ _UNSUPPORTED_QQ: Final = frozenset(
         "max-age",
         "stream-max-segment-size-bytes",
         "initial-cluster-size",
+    }
+    | _HA_KEYS
+)
+
+_UNSUPPORTED_STREAM_310: Final = frozenset(
+    {
+        "expires",
+        "message-ttl",
+        "dead-letter-exchange",
+        "dead-letter-routing-key",
+        "max-length",
+        "max-in-memory-length",
+        "max-in-memory-bytes",
+        "max-priority",
+        "overflow",
+        "queue-mode",
+        "single-active-consumer",
+        "delivery-limit",
+        "queue-master-locator",
+        "dead-letter-strategy",
     }
     | _HA_KEYS
 )
@@ -323,9 +376,15 @@ _P310: Final = Profile(
     queue_master_locator="crash-if-invalid",
     unknown_exchange_type_is_channel_error=False,
     exchange_types=_AMQP_EXCHANGE_TYPES,
+    unsupported_stream_policy_keys=_UNSUPPORTED_STREAM_310,
 )
 _P312: Final = replace(
-    _P310, name="3.12", server_version="3.12.14", queue_type_apply_to=True, amqp=AMQPRules(unicode_texts=True)
+    _P310,
+    name="3.12",
+    server_version="3.12.14",
+    queue_type_apply_to=True,
+    amqp=AMQPRules(unicode_texts=True),
+    stream_hourly_retention=True,
 )
 _P313: Final = replace(
     _P312,
@@ -342,6 +401,9 @@ _P313: Final = replace(
     unsupported_qq_policy_keys=_UNSUPPORTED_QQ | {"single-active-consumer"},
     unknown_exchange_type_is_channel_error=True,
     extra_policy_keys=frozenset({"target-group-size", "consumer-timeout", "stream-filter-size-bytes"}),
+    stream_settle_any=True,
+    stream_filtering=True,
+    stream_filter_size_check="loose",
 )
 _P40: Final = replace(
     _P313,
@@ -363,6 +425,11 @@ _P40: Final = replace(
     queue_master_locator="ignored",
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random"),
     amqp=AMQPRules(unicode_texts=True, sasl_refusal_header=True, check_delivery_mode=False, basic_credit=False),
+    unsupported_stream_policy_keys=_UNSUPPORTED_STREAM_310 | {"target-group-size"},
+    stream_consumer_arguments=("x-stream-offset", "x-stream-filter", "x-stream-match-unfiltered"),
+    stream_foreign_consumer_arguments=("x-priority",),
+    stream_v4_texts=True,
+    stream_management_stats=True,
 )
 _AMQP_41: Final = replace(_P40.amqp, frame_min_size=8192)
 _P43: Final = replace(
@@ -400,6 +467,12 @@ _P43: Final = replace(
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random", "x-modulus-hash"),
     amqp=replace(_AMQP_41, strict_content_size=True, client_cancel_ok=True),
     sac_get_error_prints_type_term=True,
+    # 4.3 streams accept a single-active-consumer policy (it is for the stream protocol)
+    unsupported_stream_policy_keys=_P40.unsupported_stream_policy_keys - {"single-active-consumer"},
+    stream_foreign_consumer_arguments=("x-priority", "x-consumer-timeout"),
+    stream_filter_size_check="strict",
+    max_age_crashes_without_digits=False,
+    stream_max_age_equivalence_ms=True,
 )
 _P42: Final = replace(_P40, sac_get_error_prints_type_term=True)
 

@@ -154,6 +154,9 @@ def _body_and_property_bytes(msg: Message) -> int:
 class Queue:
     """One queue in a vhost. All methods run on the broker's single thread."""
 
+    #: a stream (:class:`~fakerabbit.broker.stream.StreamQueue`)
+    is_stream = False
+
     def __init__(
         self,
         vhost: QueueHost,
@@ -765,6 +768,14 @@ class Queue:
             level.clear()
         self.ready_count = 0
         self.ready_bytes = 0
+
+    def stat(self) -> tuple[int, int]:
+        """``queue.declare-ok``'s message and consumer counts (``rabbit_amqqueue:stat/1``)."""
+        return self.ready_count, self.consumer_count()
+
+    def start_consumer(self, c: Consumer) -> None:
+        """A consumer's consume-ok went out: deliver to it."""
+        self.dispatch()
 
     def consumer_count(self) -> int:
         """``queue.declare-ok``'s consumer_count. Quorum queues report rabbit_fifo's consumers map: with single

@@ -10,18 +10,21 @@ import base64
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.arguments import parse_expiration
+from fakerabbit.broker.consumer_args import check_consume_arguments
 from fakerabbit.broker.events import DELIVERED, DELIVERED_GET, PUBLISHED, ROUTED
-from fakerabbit.broker.fields import INTEGER_TAGS, Table, type_name
+from fakerabbit.broker.fields import Table
 from fakerabbit.broker.ids import new_tag
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.properties import RawProperties
 from fakerabbit.broker.queue import Consumer, Entry, Queue
+from fakerabbit.broker.stream import StreamQueue
 
 if TYPE_CHECKING:
+    from fakerabbit.broker.stream import StreamEntry
     from fakerabbit.broker.vhost import Vhost
 
 REPLY_TO = "amq.rabbitmq.reply-to"
@@ -189,13 +192,15 @@ class Session:
             held = dead_letters.hold()
             try:
                 for q in queues:
-                    if not q.publish(msg):
+                    if not (q.write(msg, self, seq > 0) if isinstance(q, StreamQueue) else q.publish(msg)):
                         accepted = False
             finally:
                 if held:
                     dead_letters.release()
-        elif queues and not queues[0].publish(msg):
-            accepted = False
+        elif queues:
+            q = queues[0]
+            if not (q.write(msg, self, seq > 0) if q.is_stream and isinstance(q, StreamQueue) else q.publish(msg)):
+                accepted = False
         if not queues and mandatory:
             self.broker.events.emit("returned", msg)
             self.sink.send_return(312, "NO_ROUTE", exchange, msg.routing_key, msg.props.raw, msg.body)
@@ -261,16 +266,18 @@ class Session:
             return self._consume_reply_to(tag, no_ack)
         self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", queue_name)
         q = self.vhost.get_queue(queue_name, self.conn)
-        if "x-stream-offset" in arguments and q.queue_type != "stream":
-            raise errors.PreconditionFailed(
-                f"invalid arg 'x-stream-offset' for {errors.rs_queue(q.name, self.vhost.name)} "
-                f"of queue type rabbit_{q.queue_type}_queue"
-            )
-        prio_field = arguments.get("x-priority")
-        if prio_field is not None and prio_field[0] not in INTEGER_TAGS:
-            raise errors.PreconditionFailed(
-                f"invalid arg 'x-priority' for {errors.rs_queue(q.name, self.vhost.name)}: "
-                f'"expected integer, got {type_name(prio_field[0])}"'
+        check_consume_arguments(q.name, self.vhost.name, q.queue_type, arguments, self.broker.profile)
+        if isinstance(q, StreamQueue):
+            return self._add_consumer(
+                q.new_consumer(
+                    tag or new_tag("amq.ctag-"),
+                    self,
+                    no_ack=no_ack,
+                    exclusive=exclusive,
+                    arguments=arguments,
+                    prefetch=self.consumer_prefetch,
+                    global_prefetch=self.global_prefetch,
+                )
             )
         if q.is_quorum and self.global_prefetch:
             raise errors.NotImplemented_(f"{errors.rs_queue(q.name, self.vhost.name)} does not support global qos")
@@ -290,9 +297,12 @@ class Session:
             prefetch=self.consumer_prefetch,
             arguments=arguments,
         )
+        return self._add_consumer(c)
+
+    def _add_consumer(self, c: Consumer) -> Consumer:
         self.consumers[c.tag] = c
-        q.add_consumer(c)
-        self.broker.events.emit("consumer-added", None, queue=q.name, consumer_tag=c.tag)
+        c.queue.add_consumer(c)
+        self.broker.events.emit("consumer-added", None, queue=c.queue.name, consumer_tag=c.tag)
         return c
 
     def _consume_reply_to(self, tag: str, no_ack: bool) -> Consumer:
@@ -325,7 +335,7 @@ class Session:
 
     def start(self, c: Consumer) -> None:
         if c is not self.reply_consumer:
-            c.queue.dispatch()
+            c.queue.start_consumer(c)
 
     def cancel(self, tag: str) -> bool:
         c = self.consumers.pop(tag, None)
@@ -363,6 +373,8 @@ class Session:
 
     def _delivery_props(self, q: Queue, e: Entry, *, get: bool = False) -> bytes:
         if not q.is_quorum:
+            if q.is_stream:
+                return cast("StreamEntry", e).delivery_props()
             return e.msg.props.raw
         return self.broker.dead_letters.quorum_delivery_props(e, get=get)
 

@@ -22,6 +22,7 @@ from fakerabbit.broker.ids import new_tag
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.policy import Policy, QueueSettings, effective_settings, select_policy
 from fakerabbit.broker.queue import Queue
+from fakerabbit.broker.stream import new_stream
 
 if TYPE_CHECKING:
     from fakerabbit.broker.auth import Auth
@@ -360,15 +361,19 @@ class Vhost:
             auto_delete=auto_delete,
             profile=self.broker.profile,
         )
-        q = Queue(
-            self,
-            name,
-            queue_type=queue_type,
-            durable=durable,
-            exclusive_owner=conn.id if exclusive and conn is not None else None,
-            auto_delete=auto_delete,
-            arguments=arguments,
-            settings=QueueSettings(),
+        q = (
+            new_stream(self, name, durable=durable, arguments=arguments)
+            if queue_type == "stream"
+            else Queue(
+                self,
+                name,
+                queue_type=queue_type,
+                durable=durable,
+                exclusive_owner=conn.id if exclusive and conn is not None else None,
+                auto_delete=auto_delete,
+                arguments=arguments,
+                settings=QueueSettings(),
+            )
         )
         self.queues[name] = q
         if q.exclusive_owner is not None and conn is not None:
@@ -406,6 +411,9 @@ class Vhost:
         if name not in self.queues:
             return 0
         q = self.get_queue(name, conn)
+        if q.is_stream:  # rabbit_stream_queue:delete/4 ignores both flags; delete-ok says 0 (live 3.10.8 - 4.3.6)
+            self.delete_queue(q)
+            return 0
         if q.queue_type == "quorum" and (if_unused or if_empty):
             flag = "if-unused" if if_unused else "if-empty"
             raise errors.NotImplemented_(_QQ_DELETE_FLAG.format(rs=errors.rs_queue(name, self.name), flag=flag))
@@ -509,7 +517,7 @@ class Vhost:
         changed = (pol, op) != q.policies
         q.policies = (pol, op)
         settings = effective_settings(q.queue_type, q.arguments, pol, op, self.broker.profile)
-        if settings != q.settings:
+        if settings != q.settings or (changed and q.is_stream):  # a stream reads its policy's keys itself
             q.apply_settings(settings)
         if changed and q.dlx_worker is not None:
             # rabbit_quorum_queue:policy_changed -> the dlx worker's lookup_topology: retry what is due

@@ -14,7 +14,6 @@ import pytest
 from fakerabbit.broker import errors
 from fakerabbit.broker.arguments import (
     MAX_EXPIRY,
-    STREAM_NOT_SUPPORTED,
     TRANSIENT_NONEXCL_TEXT,
     Atom,
     ErlStr,
@@ -460,11 +459,51 @@ def test_queue_type() -> None:
     assert queue_type_of(T(x_queue_type="quorum")) == "quorum"
 
 
-def test_stream_not_implemented() -> None:
-    with pytest.raises(errors.NotImplemented_) as ei:
-        new_queue(T(x_queue_type="stream"), durable=True)
-    assert ei.value.code == 540 and ei.value.hard
-    assert ei.value.explanation == STREAM_NOT_SUPPORTED
+def test_stream_declare() -> None:
+    # live 3.10.8, 4.0.5, 4.3.6 (notes/rabbitmq-streams-observed.md)
+    assert new_queue(T(x_queue_type="stream", x_max_age="7D", x_initial_cluster_size=3), durable=True) == "stream"
+    assert fails(T(x_queue_type="stream", x_max_age="1.5h"), durable=True) == (
+        "invalid arg 'x-max-age' for queue 'q' in vhost '/': invalid_max_age"
+    )
+    assert fails(T(x_queue_type="stream", x_max_age=10), durable=True) == (
+        "invalid arg 'x-max-age' for queue 'q' in vhost '/': {unacceptable_type,signedint}"
+    )
+    assert fails(T(x_queue_type="stream", x_message_ttl=5), durable=True) == (
+        "invalid arg 'x-message-ttl' for queue 'q' in vhost '/' of queue type rabbit_stream_queue"
+    )
+    assert fails(T(x_queue_type="stream"), durable=False) == "invalid property 'non-durable' for queue 'q' in vhost '/'"
+    assert fails(T(x_queue_type="stream", x_stream_max_segment_size_bytes=3_000_000_001), durable=True) == (
+        "Exceeded max value for x-stream-max-segment-size-bytes"
+    )
+
+
+def test_stream_max_age_without_digits_crashes_before_4_3() -> None:
+    with pytest.raises(errors.InternalError):
+        new_queue(T(x_queue_type="stream", x_max_age=""), durable=True, profile=P40)
+    assert fails(T(x_queue_type="stream", x_max_age=""), durable=True, profile=P43).endswith("invalid_max_age")
+
+
+@pytest.mark.parametrize(
+    ("profile", "value", "text"),
+    [
+        (P310, 300, None),  # unknown to 3.10
+        (P40, 10, "Invalid value for  x-stream-filter-size-bytes"),
+        (P40, "a", "Invalid value for  x-stream-filter-size-bytes"),
+        (P40, 32, None),
+        (P43, 300, "Invalid value for x-stream-filter-size-bytes"),
+        (
+            P43,
+            "a",
+            "invalid arg 'x-stream-filter-size-bytes' for queue 'q' in vhost '/': \"expected integer, got longstr\"",
+        ),
+    ],
+)
+def test_stream_filter_size(profile: Profile, value: Any, text: str | None) -> None:
+    args = table_from_python({"x-queue-type": "stream", "x-stream-filter-size-bytes": value})
+    if text is None:
+        assert new_queue(args, durable=True, profile=profile) == "stream"
+    else:
+        assert fails(args, durable=True, profile=profile) == text
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,7 @@ def queue_declare(ch: ChannelHandler, m: commands.Queue.Declare, payload: bytes)
     )
     session.last_queue = q.name
     if not m.nowait:
-        ch.send(DeclareOk(q.name, q.ready_count, q.consumer_count()))
+        ch.send(DeclareOk(q.name, *q.stat()))
 
 
 def _binding(ch: ChannelHandler, m: commands.Queue.Bind | commands.Queue.Unbind, payload: bytes, unbind: bool) -> None:
