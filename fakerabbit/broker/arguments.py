@@ -161,6 +161,8 @@ def erl_tp(term: Any) -> str:
             return _quoted(term.data)
         return "[" + ",".join(map(str, term.data)) + "]"
     if isinstance(term, bytes):
+        if not term:
+            return "<<>>"
         if _printable(term):
             return "<<" + _quoted(term) + ">>"
         return "<<" + ",".join(map(str, term)) + ">>"

@@ -610,7 +610,8 @@ class StreamQueue(Queue):
             where = f"stream {rs}" if v4 else f"'{rs}'"
             raise errors.PreconditionFailed(f"consumer prefetch count is not set for {where}")
         if no_ack:
-            raise errors.NotImplemented_(f"automatic acknowledgement not supported by stream{'' if v4 else 's'} {rs}")
+            kind = "stream" if v4 else "stream queues"
+            raise errors.NotImplemented_(f"automatic acknowledgement not supported by {kind} {rs}")
         if global_prefetch and profile.global_qos:
             raise errors.NotImplemented_(f"{rs} does not support global qos")
         kind, value = _offset_spec(arguments.get("x-stream-offset"))
