@@ -57,7 +57,7 @@ def collect(
     got: list[tuple[int, bytes]] = []
     ch.basic_qos(prefetch_count=prefetch)
     ch.basic_consume(q, lambda _c, m, p, b: got.append(((p.headers or {}).get("x-stream-offset"), b)), arguments=args)
-    pump(conn, lambda: len(got) >= n, timeout=2.0)
+    pump(conn, lambda: len(got) >= n, timeout=0.3 if broker.is_fake else 2.0)
     settle(conn, wait if not broker.is_fake else 0.1)
     conn.close()
     return got
