@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.auth import Auth
-from fakerabbit.broker.deadletter import DeadLetters
+from fakerabbit.broker.deadletter.publisher import DeadLetters
 from fakerabbit.broker.delayed import DEFAULT_PLUGINS, check_plugins
 from fakerabbit.broker.delayed import PLUGIN as DELAYED_PLUGIN
 from fakerabbit.broker.delayed import TYPE as DELAYED_TYPE

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.arguments import parse_expiration
+from fakerabbit.broker.deadletter.xdeath import adopt_client_deaths
 from fakerabbit.broker.events import DELIVERED, DELIVERED_GET, PUBLISHED, ROUTED
 from fakerabbit.broker.fields import INTEGER_TAGS, Table, type_name
 from fakerabbit.broker.ids import new_tag
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.properties import RawProperties
 from fakerabbit.broker.queue import Consumer, Entry, Queue
+from fakerabbit.broker.quorum_delivery import delivery_props
 
 if TYPE_CHECKING:
     from fakerabbit.broker.vhost import Vhost
@@ -161,7 +163,7 @@ class Session:
             sort_headers=self.broker.profile.message_containers,
         )
         if self.broker.profile.client_x_death != "ignore":
-            self.broker.dead_letters.adopt_client_deaths(msg)
+            adopt_client_deaths(msg)
         seq = 0
         if self.confirm:
             seq = self.next_publish_seq
@@ -364,7 +366,7 @@ class Session:
     def _delivery_props(self, q: Queue, e: Entry, *, get: bool = False) -> bytes:
         if not q.is_quorum:
             return e.msg.props.raw
-        return self.broker.dead_letters.quorum_delivery_props(e, get=get)
+        return delivery_props(e, self.broker.profile, get=get)
 
     def get(self, queue_name: str, no_ack: bool) -> GetResult | None:
         self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", queue_name)

@@ -15,7 +15,6 @@ from fakerabbit.broker.arguments import (
 )
 from fakerabbit.broker.context import NodeContext
 from fakerabbit.broker.delayed import DelayedMessages, validate_declare
-from fakerabbit.broker.dlx_worker import DeadLetterWorker
 from fakerabbit.broker.exchange import Binding, Exchange, ExchangeType
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.ids import new_tag
@@ -25,7 +24,7 @@ from fakerabbit.broker.queue import Queue
 
 if TYPE_CHECKING:
     from fakerabbit.broker.auth import Auth
-    from fakerabbit.broker.deadletter import DeadLetters
+    from fakerabbit.broker.deadletter.publisher import DeadLetters
 
 
 class Client(Protocol):
@@ -483,13 +482,10 @@ class Vhost:
         value = policy.definition.get("alternate-exchange") if policy is not None else None
         return value if isinstance(value, str) else None
 
-    def dead_letter(self, queue: Queue, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None:
-        """Dead-letter messages that died in ``queue`` (see :meth:`DeadLetters.dead_letter`)."""
-        self.broker.dead_letters.dead_letter(queue, msgs, reason, counts)
-
-    def dead_letter_worker(self, queue: Queue) -> DeadLetterWorker:
-        """A new at-least-once dead-letter worker for ``queue`` (quorum), publishing through this vhost."""
-        return DeadLetterWorker(queue, self, self.broker.dead_letters, self.broker)
+    @property
+    def dead_letters(self) -> DeadLetters:
+        """The node's dead-letter publisher (the queues of this vhost hand it their dead messages)."""
+        return self.broker.dead_letters
 
     # -- policies -------------------------------------------------------------------------------------------
     def _apply_policies(self, q: Queue) -> None:
