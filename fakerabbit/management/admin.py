@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.auth import InvalidRegexp, validate_regexp
+from fakerabbit.broker.exchange_types import kind_of
 from fakerabbit.broker.policy import PolicyError
 from fakerabbit.broker.session import ConnectionInfo
 from fakerabbit.clock import FollowingClock, VirtualClock
@@ -49,13 +50,6 @@ from fakerabbit.management.render import (
 if TYPE_CHECKING:
     from fakerabbit.broker.queue import Queue
 
-#: Descriptions of RabbitMQ's own exchange types in ``/api/overview`` (live 4.0.5 and 4.3.6).
-_X_TYPE_DESCRIPTIONS = {
-    "x-local-random": "Picks one random local binding (queue) to route via (to).",
-    "x-modulus-hash": "Modulus Hashing Exchange",
-    "x-delayed-message": "Delayed Message Exchange.",  # the plugin's description/0
-}
-
 
 def _exchange_types(types: tuple[str, ...]) -> list[dict[str, object]]:
     """The node's exchange types in name order, as ``/api/overview`` lists them (``rabbit_mgmt_wm_overview`` sorts
@@ -63,7 +57,7 @@ def _exchange_types(types: tuple[str, ...]) -> list[dict[str, object]]:
     return [
         {
             "name": t,
-            "description": _X_TYPE_DESCRIPTIONS.get(t, f"AMQP {t} exchange, as per the AMQP specification"),
+            "description": kind_of(t).description,  # (live 3.10.8, 4.0.5 and 4.3.6)
             "enabled": True,
         }
         for t in sorted(types)
