@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.auth import Auth
 from fakerabbit.broker.deadletter.publisher import DeadLetters
 from fakerabbit.broker.delayed import DEFAULT_PLUGINS, check_plugins
@@ -166,7 +166,7 @@ class Broker:
         v = self.vhost(vhost)
         table = v.operator_policies if operator else v.policies
         if table.pop(name, None) is None:
-            raise PolicyError("Parameter does not exist")
+            raise PolicyError(texts.PARAMETER_DOES_NOT_EXIST)
         v.reapply_policies()
 
     # -- test support ---------------------------------------------------------------------------------------

@@ -357,6 +357,12 @@ class Queue:
         self._expire_head()
         self.dispatch()
 
+    def policy_changed(self) -> None:
+        """Its user or operator policy changed (``rabbit_quorum_queue:policy_changed``): an at-least-once worker
+        looks the topology up again (``lookup_topology``) and retries what is due."""
+        if self.dlx_worker is not None:
+            self.dlx_worker.redeliver()
+
     # -- publishing -----------------------------------------------------------------------------------------
     def _would_overflow(self, size: int) -> bool:
         s = self.settings

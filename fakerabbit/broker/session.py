@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.arguments import parse_expiration
 from fakerabbit.broker.deadletter.xdeath import adopt_client_deaths
 from fakerabbit.broker.events import DELIVERED, DELIVERED_GET, PUBLISHED, ROUTED
@@ -241,7 +241,7 @@ class Session:
         if name:
             return name
         if not self.last_queue:
-            raise errors.NotFound("no previously declared queue")
+            raise errors.NotFound(texts.NO_PREVIOUS_QUEUE)
         return self.last_queue
 
     def qos(self, prefetch_size: int, prefetch_count: int, global_: bool) -> None:
@@ -265,8 +265,7 @@ class Session:
         q = self.vhost.get_queue(queue_name, self.conn)
         if "x-stream-offset" in arguments and q.queue_type != "stream":
             raise errors.PreconditionFailed(
-                f"invalid arg 'x-stream-offset' for {errors.rs_queue(q.name, self.vhost.name)} "
-                f"of queue type rabbit_{q.queue_type}_queue"
+                texts.foreign_queue_arg("x-stream-offset", errors.rs_queue(q.name, self.vhost.name), q.queue_type)
             )
         prio_field = arguments.get("x-priority")
         if prio_field is not None and prio_field[0] not in INTEGER_TAGS:
@@ -474,7 +473,7 @@ class Session:
 
     def tx_commit(self) -> None:
         if not self.tx:
-            raise errors.PreconditionFailed("channel is not transactional")
+            raise errors.PreconditionFailed(texts.NOT_TRANSACTIONAL)
         publishes, settles = self._tx_publishes, self._tx_settles
         self._tx_publishes, self._tx_settles = [], []
         for msg, exchange, mandatory, seq in publishes:
@@ -484,7 +483,7 @@ class Session:
 
     def tx_rollback(self) -> None:
         if not self.tx:
-            raise errors.PreconditionFailed("channel is not transactional")
+            raise errors.PreconditionFailed(texts.NOT_TRANSACTIONAL)
         self._tx_publishes = []
         for _kind, taken, _requeue in self._tx_settles:
             for u in taken:

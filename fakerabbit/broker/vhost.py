@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.arguments import (
     augment_declare_args,
     check_exchange_equivalence,
@@ -155,12 +155,12 @@ class Vhost:
         # equivalence with the existing exchange or (only for a new one) the reserved-name rule.
         if passive:
             if name == "":
-                raise errors.AccessRefused("operation not permitted on the default exchange")
+                raise errors.AccessRefused(texts.DEFAULT_EXCHANGE)
             return self.get_exchange(name)
         profile = self.broker.profile
         check_type(type_, self.broker.exchange_types, profile)
         if name == "":
-            raise errors.AccessRefused("operation not permitted on the default exchange")
+            raise errors.AccessRefused(texts.DEFAULT_EXCHANGE)
         if conn is not None:
             self.broker.auth.check(conn.user, self.name, "configure", "exchange", name)
         existing = self.exchanges.get(name)
@@ -196,7 +196,7 @@ class Vhost:
 
     def delete_exchange(self, conn: Client | None, name: str, *, if_unused: bool) -> None:
         if name == "":
-            raise errors.AccessRefused("operation not permitted on the default exchange")
+            raise errors.AccessRefused(texts.DEFAULT_EXCHANGE)
         if name.startswith("amq."):
             raise errors.AccessRefused(f"deletion of system {errors.rs_exchange(name, self.name)} not allowed")
         if conn is not None:
@@ -242,7 +242,7 @@ class Vhost:
         if conn is not None:
             self.broker.auth.check(conn.user, self.name, "write", kind, destination)
         if (kind == "exchange" and destination == "") or source == "":
-            raise errors.AccessRefused("operation not permitted on the default exchange")
+            raise errors.AccessRefused(texts.DEFAULT_EXCHANGE)
         if conn is not None:
             self.broker.auth.check(conn.user, self.name, "read", "exchange", source)
         x = self.exchanges.get(source)
@@ -320,10 +320,7 @@ class Vhost:
         if dlx is not None and dlx[0] != "S":
             from fakerabbit.broker.fields import type_name
 
-            raise errors.PreconditionFailed(
-                f"invalid type '{type_name(dlx[0])}' for arg 'x-dead-letter-exchange' in "
-                f"{errors.rs_queue(name, self.name)}"
-            )
+            raise errors.PreconditionFailed(texts.invalid_dlx_type(type_name(dlx[0]), errors.rs_queue(name, self.name)))
         if conn is not None:
             auth = self.broker.auth
             if dlx is not None:
@@ -486,9 +483,8 @@ class Vhost:
         settings = effective_settings(q.queue_type, q.arguments, pol, op, self.broker.profile)
         if settings != q.settings:
             q.apply_settings(settings)
-        if changed and q.dlx_worker is not None:
-            # rabbit_quorum_queue:policy_changed -> the dlx worker's lookup_topology: retry what is due
-            q.dlx_worker.redeliver()
+        if changed:
+            q.policy_changed()
 
     def reapply_policies(self) -> None:
         for q in list(self.queues.values()):

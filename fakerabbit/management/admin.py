@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.auth import InvalidRegexp, validate_regexp
 from fakerabbit.broker.exchange_types import kind_of
 from fakerabbit.broker.policy import PolicyError
@@ -308,7 +308,7 @@ def _own(ctx: Ctx, owner: str, *, write: bool = False) -> None:
     administrators close any): 401 ``User not authorised to access object`` (live 3.10.8 and 4.3.6)."""
     allowed = ctx.has_tag("administrator") if write else ctx.sees_all
     if owner != ctx.user and not allowed:
-        raise not_authorised("User not authorised to access object")
+        raise not_authorised(texts.NOT_AUTHORISED)
 
 
 def get_connection(ctx: Ctx) -> Response:
@@ -317,7 +317,7 @@ def get_connection(ctx: Ctx) -> Response:
 
 def delete_connection(ctx: Ctx) -> Response:
     info = _connection(ctx, write=True)
-    reason = ctx.request.header("x-reason") or "Closed via management plugin"
+    reason = ctx.request.header("x-reason") or texts.MANAGEMENT_CLOSE
     if info.close is not None:
         info.close(320, reason)
     return no_content()

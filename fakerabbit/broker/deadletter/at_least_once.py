@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Protocol
 
+from fakerabbit.broker import texts
 from fakerabbit.broker.message import Message
 from fakerabbit.clock import TimerHandle
 
@@ -141,7 +142,7 @@ class DeadLetterWorker:
         routed = publisher.route(q, p.msg)
         emit = self.ctx.events.emit
         if routed is None:
-            why = f"dead-letter exchange '{p.msg.exchange}' missing"
+            why = texts.dead_letter_exchange_missing(p.msg.exchange)
             emit("dead-letter-held", p.msg, queue=q.name, reason=p.reason, why=why)
             return
         if not routed and p.settled:

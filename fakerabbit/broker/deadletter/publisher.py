@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
+from fakerabbit.broker import texts
 from fakerabbit.broker.deadletter.at_least_once import DeadLetterWorker
 from fakerabbit.broker.deadletter.xdeath import history_for
 from fakerabbit.broker.events import DEAD_LETTERED
@@ -110,7 +111,7 @@ class DeadLetters:
         if x is None:
             for m in msgs:
                 ctx.events.emit(
-                    "dropped", m, queue=queue.name, reason=reason, why=f"dead-letter exchange '{dlx}' missing"
+                    "dropped", m, queue=queue.name, reason=reason, why=texts.dead_letter_exchange_missing(dlx)
                 )
             return
         dlrk = queue.settings.dead_letter_routing_key

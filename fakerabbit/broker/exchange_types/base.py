@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.fields import Table
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def check_type(name: str, exchange_types: Iterable[str], profile: Profile) -> No
     connection's 503 before."""
     if name in exchange_types:
         return
-    text = "invalid exchange type ''" if name == "" else f"unknown exchange type '{name}'"
+    text = "invalid exchange type ''" if name == "" else texts.unknown_exchange_type(name)
     if profile.unknown_exchange_type_is_channel_error:
         raise errors.PreconditionFailed(text)
     raise errors.CommandInvalid(text)
