@@ -17,6 +17,7 @@ from urllib.parse import quote
 from fakerabbit.broker.broker import Broker
 from fakerabbit.broker.delayed import DEFAULT_PLUGINS
 from fakerabbit.clock import FollowingClock, SystemClock, VirtualClock, use_real_time
+from fakerabbit.errors import ListenError
 from fakerabbit.protocol.addresses import url_host
 from fakerabbit.protocol.listener import Listener
 from fakerabbit.protocol.tls import Certificates, server_context
@@ -244,17 +245,23 @@ class FakeRabbit(TestingAPI):
         return self.management.https_url
 
     async def _start_servers(self) -> tuple[int, int]:
-        port = await self._listener.start(self.host, self._requested_port)
+        port = await self._listen(self._requested_port)
         tls_port = 0
         try:
             if self._tls:
-                tls_port = await self._listener.start(self.host, self._requested_tls_port, self._tls_context)
+                tls_port = await self._listen(self._requested_tls_port, self._tls_context)
             if self.management is not None:
                 await self.management.start()
         except BaseException:
             await self._listener.stop()
             raise
         return port, tls_port
+
+    async def _listen(self, port: int, tls: ssl.SSLContext | None = None) -> int:
+        try:
+            return await self._listener.start(self.host, port, tls)
+        except OSError as exc:
+            raise ListenError(exc.errno, exc.strerror, f"{url_host(self.host)}:{port}") from exc
 
     async def _stop_servers(self) -> None:
         if self.management is not None:

@@ -59,15 +59,15 @@ class ManagementServer:
         try:
             self.port = await self.http.start(self.host, self.requested_port)
         except OSError as exc:
-            raise ManagementListenError(exc.errno, exc.strerror, f"{self.host}:{self.requested_port}") from exc
+            address = f"{url_host(self.host)}:{self.requested_port}"
+            raise ManagementListenError(exc.errno, exc.strerror, address) from exc
         if self.tls is not None:
             try:
                 self.tls_port = await self.http.start(self.host, self.requested_tls_port, self.tls)
             except OSError as exc:
                 await self.http.stop()
-                raise ManagementListenError(
-                    exc.errno, exc.strerror, f"{self.host}:{self.requested_tls_port}"
-                ) from exc
+                address = f"{url_host(self.host)}:{self.requested_tls_port}"
+                raise ManagementListenError(exc.errno, exc.strerror, address) from exc
         return self.port
 
     async def stop(self) -> None:
