@@ -328,7 +328,8 @@ def _own(ctx: Ctx, owner: str, *, write: bool = False) -> None:
 
 def get_connection(ctx: Ctx) -> Response:
     info = _connection(ctx)
-    return json_response(200, connection_json(info, _conns(ctx), serial_number=newer_than_4_0(ctx.broker)))
+    serial = newer_than_4_0(ctx.broker)
+    return json_response(200, connection_json(info, _conns(ctx), serial_number=serial, single=True))
 
 
 def delete_connection(ctx: Ctx) -> Response:

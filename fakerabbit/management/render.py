@@ -149,15 +149,21 @@ class Connections:
         return None
 
 
-def connection_json(info: ConnectionInfo, conns: Connections, *, serial_number: bool = False) -> dict[str, Any]:
-    """``GET /api/connections`` item; ``serial_number`` adds ``peer_cert_serial_number`` (live 4.3.6 has it,
-    4.0.5 and 3.10.8 do not). The ``ssl_*`` and ``peer_cert_*`` items are ``rabbit_ssl:info/2`` and
-    ``rabbit_cert_info``'s (null on a plain connection or without a client certificate)."""
+def connection_json(
+    info: ConnectionInfo, conns: Connections, *, serial_number: bool = False, single: bool = False
+) -> dict[str, Any]:
+    """``GET /api/connections`` item (``single``: ``GET /api/connections/{name}``); ``serial_number`` adds
+    ``peer_cert_serial_number`` (live 4.3.6 has it, 4.0.5 and 3.10.8 do not). The ``ssl_*`` and ``peer_cert_*``
+    items are ``rabbit_ssl:info/2`` and ``rabbit_cert_info``'s; RabbitMQ's ``''`` for "none" (a plain connection,
+    no client certificate) is null in the list and ``""`` for a single connection (live 3.10.8, 4.0.5, 4.3.6)."""
     conn = conns.details(info)
     name = conns.name(info)
     peer_host, peer_port = _split_peer(info.peer)
     host, port = (conn.local_host, conn.local_port) if conn is not None else ("", 0)
     tls = conn.tls if conn is not None else None
+    empty = "" if single else None
+    cert = (tls.peer_cert_subject, tls.peer_cert_issuer, tls.peer_cert_validity) if tls is not None else ()
+    subject, issuer, validity = (v if v is not None else empty for v in cert) if cert else (empty, empty, empty)
     props = jsonable(dict(info.client_properties))
     user_name = props.get("connection_name") if isinstance(props, dict) else None
     out: dict[str, Any] = {
@@ -169,18 +175,18 @@ def connection_json(info: ConnectionInfo, conns: Connections, *, serial_number: 
         "host": host,
         "name": name,
         "node": NODE,
-        "peer_cert_issuer": tls.peer_cert_issuer if tls is not None else None,
-        "peer_cert_subject": tls.peer_cert_subject if tls is not None else None,
-        "peer_cert_validity": tls.peer_cert_validity if tls is not None else None,
+        "peer_cert_issuer": issuer,
+        "peer_cert_subject": subject,
+        "peer_cert_validity": validity,
         "peer_host": peer_host,
         "peer_port": peer_port,
         "port": port,
         "protocol": "AMQP 0-9-1",
         "ssl": tls is not None,
-        "ssl_cipher": tls.cipher if tls is not None else None,
-        "ssl_hash": tls.hash if tls is not None else None,
-        "ssl_key_exchange": tls.key_exchange if tls is not None else None,
-        "ssl_protocol": tls.protocol if tls is not None else None,
+        "ssl_cipher": tls.cipher if tls is not None else empty,
+        "ssl_hash": tls.hash if tls is not None else empty,
+        "ssl_key_exchange": tls.key_exchange if tls is not None else empty,
+        "ssl_protocol": tls.protocol if tls is not None else empty,
         "state": "running",
         "timeout": conn.heartbeat if conn is not None else 0,
         "type": "network",
@@ -189,7 +195,8 @@ def connection_json(info: ConnectionInfo, conns: Connections, *, serial_number: 
         "vhost": info.vhost,
     }
     if serial_number:
-        out["peer_cert_serial_number"] = tls.peer_cert_serial_number if tls is not None else None
+        serial = tls.peer_cert_serial_number if tls is not None else None
+        out["peer_cert_serial_number"] = serial if serial is not None else empty
     if user_name is not None:
         out["user_provided_name"] = user_name
     return out
