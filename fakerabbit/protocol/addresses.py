@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 import socket
 
 __all__ = ["bind", "host_port", "ip_text", "url_host"]
@@ -69,12 +70,21 @@ def _targets(host: str) -> list[tuple[socket.AddressFamily, str, bool]]:
 
 
 def _listen_socket(family: socket.AddressFamily, address: str, port: int) -> socket.socket:
-    if family == socket.AF_INET6:
-        dualstack = ipaddress.ip_address(address.split("%", 1)[0]).is_unspecified and socket.has_dualstack_ipv6()
-        sock = socket.create_server((address, port), family=family, dualstack_ipv6=dualstack, backlog=128)
-    else:
-        sock = socket.create_server((address, port), family=family, backlog=128)
-    sock.setblocking(False)
+    """A listening socket (the errors are the OS's own: ``socket.create_server`` would reword them)."""
+    sockaddr = socket.getaddrinfo(address, port, family, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)[0][4]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if os.name not in ("nt", "cygwin"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's create_server
+        if family == socket.AF_INET6:
+            dualstack = ipaddress.ip_address(address.split("%", 1)[0]).is_unspecified and socket.has_dualstack_ipv6()
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if dualstack else 1)
+        sock.bind(sockaddr)
+        sock.listen(128)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 
