@@ -270,7 +270,9 @@ class FakeRabbit(TestingAPI):
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> FakeRabbit:
-        """Start serving on a private event loop in a daemon thread; returns once connections are accepted."""
+        """Start serving on a private event loop in a daemon thread; returns once connections are accepted.
+        Raises :class:`~fakerabbit.ListenError` (``ManagementListenError`` for the management API) when a port
+        cannot be bound."""
         if self._loop is not None:
             raise RuntimeError("FakeRabbit is already running")
         ready: concurrent.futures.Future[tuple[int, int]] = concurrent.futures.Future()
@@ -315,7 +317,7 @@ class FakeRabbit(TestingAPI):
         self._thread = None
 
     async def start_async(self) -> FakeRabbit:
-        """Start serving on the running event loop."""
+        """Start serving on the running event loop (raises :class:`~fakerabbit.ListenError` like :meth:`start`)."""
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._owns_loop = False
