@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from fakerabbit.broker.events import EXPIRED
+from fakerabbit.broker.events import ACKED, EXPIRED
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.policy import Policy, QueueSettings
@@ -689,7 +689,7 @@ class Queue:
 
     def ack(self, e: Entry) -> None:
         self.unacked -= 1
-        self.ctx.events.emit("acked", e.msg, queue=self.name)
+        self.ctx.events.record(ACKED, e.msg.id, self.name)
 
     def reject(self, entries: list[Entry], *, requeue: bool, explicit_nack: bool = False) -> None:
         """Settle unacked entries negatively: requeue them or dead-letter them (reason ``rejected``)."""
