@@ -1,4 +1,5 @@
-"""A virtual host: its exchanges, queues, bindings and policies; routing and dead-letter dispatch."""
+"""A virtual host: its exchanges, queues, bindings and policies; routing across exchanges (exchange-to-exchange
+bindings, alternate exchanges, the default exchange)."""
 
 from __future__ import annotations
 
