@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from fakerabbit.broker.fields import INTEGER_TAGS, Field, Table
+from fakerabbit.broker.policy import policy_value
 from fakerabbit.broker.queue import Consumer, Entry, Queue
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def queue_setting(q: Queue) -> int | float | _NotNumber | None:
     ``consumer-timeout`` policy value, its ``x-consumer-timeout`` argument (decoded as RabbitMQ does: any type
     up to 4.2), the smaller of the two in Erlang's term order (a number is smaller than any other term), or
     ``None`` when neither is set. Only an integer is a timeout; any other value means "no timeout"."""
-    pol = q.settings.policy_definition.get("consumer-timeout")
+    pol = policy_value("consumer-timeout", *q.policies, q.ctx.profile)
     if not isinstance(pol, int) or isinstance(pol, bool):
         pol = None  # (validated by set_policy: an integer >= 0)
     field = q.arguments.get("x-consumer-timeout")
@@ -162,9 +163,10 @@ class AckTimer:
     def delivered(self, d: Delivery) -> None:
         """A delivery that waits for its acknowledgement was recorded (basic.deliver or basic.get)."""
 
-    def settled(self, taken: list[D]) -> list[D]:
-        """The client settled (ack, nack, reject, recover) ``taken``, already off the channel's list; returns
-        those still held by their queues (4.3: a timed-out delivery is already back in its queue)."""
+    def settled(self, taken: list[D], requeue: bool = False) -> list[D]:
+        """The client settled ``taken`` (already off the channel's list): acknowledged or discarded, or with
+        ``requeue`` returned (reject / nack with requeue, recover). Returns those still held by their queues
+        (4.3: a timed-out delivery is already back in its queue)."""
         return taken
 
     def active(self) -> None:
@@ -227,7 +229,7 @@ class ChannelTicker(AckTimer):
                 anchor + ((now - anchor) // CHANNEL_TICK_MS + 1) * CHANNEL_TICK_MS, self._tick
             )
 
-    def settled(self, taken: list[D]) -> list[D]:
+    def settled(self, taken: list[D], requeue: bool = False) -> list[D]:
         if self._timer is not None and not self._ch.unacked:
             self._clock.cancel(self._timer)
             self._timer = None
@@ -268,7 +270,7 @@ class ChannelTicker(AckTimer):
 
 
 class _ConsumerClock:
-    """4.3: one quorum consumer's timeout, its timer and the deliveries it had returned."""
+    """4.3: one quorum consumer's timeout, its timer and the deliveries that timed out (not settled yet)."""
 
     __slots__ = ("consumer", "timed_out", "timeout", "timer")
 
@@ -286,9 +288,17 @@ class QuorumTimeouts(AckTimer):
     delivery tag: one timer per consumer, at the deadline of its oldest delivery, is enough (it is not moved
     when that delivery is settled: when it fires it finds what is due, if anything, and goes on to the next
     deadline). A ``basic.get`` delivery has a timer of its own.
+
+    A timed-out consumer (``{timeout, up}`` in rabbit_fifo) is :attr:`Consumer.suspended`. Settling its
+    timed-out deliveries takes them off its list (``maybe_untimeout``); with the last one it is up again, but it
+    is served again only when rabbit_fifo puts it back in its service queue (``update_or_remove_con``): an ack
+    or a discard does, a return (reject or nack with requeue, recover) only if the same command also returns a
+    delivery it still holds. Otherwise it stays "stalled" until one of its deliveries is settled (live 4.3.6:
+    after an ack or a nack without requeue of the timed-out tag the message came again at once; after a
+    requeue or a recover it did not).
     """
 
-    __slots__ = ("_ch", "_clock", "_consumers", "_gets", "_held")
+    __slots__ = ("_ch", "_clock", "_consumers", "_gets", "_held", "_stalled")
 
     def __init__(self, ch: TimedChannel) -> None:
         self._ch = ch
@@ -297,6 +307,8 @@ class QuorumTimeouts(AckTimer):
         self._gets: dict[int, TimerHandle] = {}
         #: timed-out deliveries the client has not settled yet
         self._held = 0
+        #: up again after a timeout but not back in rabbit_fifo's service queue
+        self._stalled: set[_ConsumerClock] = set()
 
     def timeout_for(self, q: Queue, arguments: Table | None = None) -> int:
         """``rabbit_queue_type:consume/3`` and ``get_consumer_timeout/2``: the consumer's own argument, else
@@ -330,19 +342,38 @@ class QuorumTimeouts(AckTimer):
             if cc.timer is None:
                 cc.timer = self._clock.call_at(now + cc.timeout, lambda: self._fire(cc))
 
-    def settled(self, taken: list[D]) -> list[D]:
-        if not self._held and not self._gets:
+    def settled(self, taken: list[D], requeue: bool = False) -> list[D]:
+        if not self._held and not self._gets and not self._stalled:
             return taken
         held: list[D] = []
+        touched: dict[_ConsumerClock, bool] = {}  # consumer -> one of its live deliveries is in the batch
         for d in taken:
-            if d.timed_out:
-                self._untimeout(d)
-                continue
-            if d.consumer is None:
+            c = d.consumer
+            if c is None:
                 timer = self._gets.pop(d.tag, None)
                 if timer is not None:
                     self._clock.cancel(timer)
+                held.append(d)
+                continue
+            cc = self._consumers.get(c)
+            if d.timed_out:
+                self._held -= 1
+                if cc is not None:
+                    cc.timed_out.discard(d.tag)
+                    touched.setdefault(cc, False)
+                continue
             held.append(d)
+            if cc is not None and c.suspended:
+                touched[cc] = True
+        for cc, live in touched.items():
+            c = cc.consumer
+            if not c.suspended or cc.timed_out:
+                continue
+            if requeue and not live:
+                self._stalled.add(cc)
+            else:  # (the channel dispatches its consumers' queues once the settlement is done)
+                self._stalled.discard(cc)
+                c.suspended = False
         return held
 
     def close(self) -> None:
@@ -354,19 +385,7 @@ class QuorumTimeouts(AckTimer):
             self._clock.cancel(timer)
         self._consumers.clear()
         self._gets.clear()
-
-    def _untimeout(self, d: Delivery) -> None:
-        """rabbit_fifo ``maybe_untimeout``: a timed-out delivery was settled; once all are, the consumer resumes."""
-        self._held -= 1
-        c = d.consumer
-        cc = self._consumers.get(c) if c is not None else None
-        if cc is None or c is None:
-            return
-        cc.timed_out.discard(d.tag)
-        if not cc.timed_out and c.suspended:
-            c.suspended = False
-            if not c.queue.deleted:
-                c.queue.dispatch()
+        self._stalled.clear()
 
     def _fire(self, cc: _ConsumerClock) -> None:
         cc.timer = None

@@ -452,7 +452,7 @@ class Session:
 
     def _settle(self, kind: str, taken: list[Unacked], requeue: bool) -> None:
         _gets_settled(taken)
-        taken = self.ack_timer.settled(taken)
+        taken = self.ack_timer.settled(taken, requeue and kind != "ack")
         for u in taken:
             if kind == "ack":
                 u.queue.ack(u.entry)
@@ -464,7 +464,7 @@ class Session:
         """basic.recover(requeue=true): every unacked message goes back to its queue, marked redelivered."""
         taken = self._take(0, True)
         _gets_settled(taken)
-        taken = self.ack_timer.settled(taken)
+        taken = self.ack_timer.settled(taken, True)
         for q, entries in _group(taken):
             q.release(entries, failed=False)
         self._dispatch_all()
