@@ -96,9 +96,9 @@ def queue_setting(q: Queue) -> int | float | _NotNumber | None:
     ``consumer-timeout`` policy value, its ``x-consumer-timeout`` argument (decoded as RabbitMQ does: any type
     up to 4.2), the smaller of the two in Erlang's term order (a number is smaller than any other term), or
     ``None`` when neither is set. Only an integer is a timeout; any other value means "no timeout"."""
-    pol = policy_value("consumer-timeout", *q.policies, q.ctx.profile)
-    if not isinstance(pol, int) or isinstance(pol, bool):
-        pol = None  # (validated by set_policy: an integer >= 0)
+    value = policy_value("consumer-timeout", *q.policies, q.ctx.profile)
+    # (validated by set_policy: an integer >= 0)
+    pol: int | None = value if isinstance(value, int) and not isinstance(value, bool) else None
     field = q.arguments.get("x-consumer-timeout")
     if field is None:
         return pol

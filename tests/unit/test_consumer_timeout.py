@@ -9,8 +9,8 @@ notes/rabbitmq-consumer-timeout.md.
 from __future__ import annotations
 
 import argparse
-from decimal import Decimal
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
