@@ -33,7 +33,8 @@ MARKER = "fakerabbit"
 MARKER_HELP = (
     "fakerabbit(rabbitmq_version=None, users=None, vhosts=None, start_time=None, clock=None, "
     "dead_lettering=True, dead_letter_retry_interval=None, memory_high_watermark=None, management=False, "
-    "check_problems=None, fake_only=False, plugins=None): configure the fakerabbit fixture for one test"
+    "check_problems=None, fake_only=False, plugins=None, consumer_timeout=1800): configure the fakerabbit fixture "
+    "for one test"
 )
 _MARKER_KEYS = frozenset(
     {
@@ -49,6 +50,7 @@ _MARKER_KEYS = frozenset(
         "check_problems",
         "fake_only",
         "plugins",
+        "consumer_timeout",
     }
 )
 _STASH = pytest.StashKey["FakeRabbitSession"]()
@@ -206,6 +208,7 @@ class FakeRabbitSettings:
     check_problems: bool = True
     fake_only: bool = False
     plugins: tuple[str, ...] = DEFAULT_PLUGINS
+    consumer_timeout: float | None = 1800.0
     real_url: str | None = None
     real_wait: bool = False
     management_url: str | None = None
@@ -263,6 +266,9 @@ class FakeRabbitSettings:
             )
         changes: dict[str, Any] = {}
         for key, value in kwargs.items():
+            if key == "consumer_timeout" and value == "none":
+                changes[key] = None  # RabbitMQ's undefined (None means "not set" for the other keys)
+                continue
             if value is None:
                 continue
             if key == "users":
@@ -281,6 +287,12 @@ class FakeRabbitSettings:
             elif key == "dead_letter_retry_interval":
                 if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                     raise MarkerError(f"@pytest.mark.fakerabbit: dead_letter_retry_interval must be > 0, not {value!r}")
+                changes[key] = float(value)
+            elif key == "consumer_timeout":
+                if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                    raise MarkerError(
+                        f"@pytest.mark.fakerabbit: consumer_timeout must be seconds > 0 or 'none', not {value!r}"
+                    )
                 changes[key] = float(value)
             elif key == "memory_high_watermark":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -318,6 +330,7 @@ class FakeRabbitSettings:
             self.memory_high_watermark,
             self.management,
             self.plugins,
+            self.consumer_timeout,
         )
 
 
@@ -366,6 +379,7 @@ class FakeRabbitSession:
                 memory_high_watermark=settings.memory_high_watermark,
                 management=settings.management,
                 plugins=settings.plugins,
+                consumer_timeout=settings.consumer_timeout,
             ).start()
             self.servers[key] = rabbit
         return rabbit

@@ -191,6 +191,20 @@ def test_which_timeout_a_quorum_consumer_gets(
 
 
 @pytest.mark.rabbitmq_version("4.3")
+def test_deleting_the_queue_cancels_a_timed_out_consumer_again(broker: Target) -> None:
+    c = connect(broker)
+    c.open_channel(2)
+    q = declare(c, broker)
+    consume(c, q, **{"x-consumer-timeout": 1000})
+    deliver(c, q)
+    assert expect(broker, c, "Basic.Cancel", 1.0).name == "Basic.Cancel"
+    c.send_method(2, spec.Queue.Delete(queue=q))
+    frames = [c.wait("Basic.Cancel", "Queue.DeleteOk") for _ in range(2)]
+    assert sorted((f.channel, str(f.name)) for f in frames) == [(1, "Basic.Cancel"), (2, "Queue.DeleteOk")]
+    c.close()
+
+
+@pytest.mark.rabbitmq_version("4.3")
 def test_timed_out_consumer_gets_nothing_more_and_each_evaluation_cancels_again(broker: Target) -> None:
     c = connect(broker)
     q = declare(c, broker)
