@@ -32,6 +32,7 @@ __all__ = [
     "effective_alternate_exchange",
     "effective_policy_definition",
     "effective_settings",
+    "policy_value",
     "select_policy",
     "validate_policy",
 ]
@@ -406,6 +407,11 @@ def effective_policy_definition(
         else:
             merged[key] = user[key] if key in user else op[key]
     return merged
+
+
+def policy_value(key: str, policy: Policy | None, operator_policy: Policy | None, profile: Profile) -> Any:
+    """``rabbit_policy:get/2``: one key of the merged definition, or None."""
+    return effective_policy_definition(policy, operator_policy, profile).get(key)
 
 
 def _lookup_min(pol: Any, arg: int | None) -> int | None:

@@ -18,6 +18,7 @@ from fakerabbit.broker.policy import (
     effective_alternate_exchange,
     effective_policy_definition,
     effective_settings,
+    policy_value,
     select_policy,
     validate_policy,
 )
@@ -325,13 +326,13 @@ def test_effective_policy_definition() -> None:
     ],
 )
 def test_merge(key: str, user: Any, op: Any, profile: Profile, expected: Any) -> None:
-    assert effective_policy_definition(pol({key: user}), pol({key: op}), profile)[key] == expected
+    assert policy_value(key, pol({key: user}), pol({key: op}), profile) == expected
 
 
 def test_one_sided_keys_are_kept() -> None:
-    assert effective_policy_definition(pol({"message-ttl": 5}), None, P40) == {"message-ttl": 5}
-    assert effective_policy_definition(None, pol({"message-ttl": 6}), P40) == {"message-ttl": 6}
-    assert effective_policy_definition(None, None, P40) == {}
+    assert policy_value("message-ttl", pol({"message-ttl": 5}), None, P40) == 5
+    assert policy_value("message-ttl", None, pol({"message-ttl": 6}), P40) == 6
+    assert policy_value("message-ttl", None, None, P40) is None
 
 
 # ======================================================================================================
