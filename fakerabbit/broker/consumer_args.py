@@ -10,7 +10,7 @@ streams (checked live on 3.10.8, 4.0.5 and 4.3.6).
 
 from __future__ import annotations
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.fields import INTEGER_TAGS, Table, type_name
 from fakerabbit.broker.profile import Profile
 from fakerabbit.broker.stream import check_stream_offset
@@ -37,4 +37,4 @@ def check_consume_arguments(queue: str, vhost: str, queue_type: str, arguments: 
         foreign = profile.stream_consumer_arguments
     for key in arguments:
         if key in foreign:
-            raise errors.PreconditionFailed(f"invalid arg '{key}' for {rs} of queue type rabbit_{queue_type}_queue")
+            raise errors.PreconditionFailed(texts.foreign_queue_arg(key, rs, queue_type))

@@ -464,7 +464,7 @@ class StreamQueue(Queue):
         self.dispatch()
         return True
 
-    def publish(self, msg: Message) -> bool:
+    def publish(self, msg: Message, untracked: bool = False) -> bool:
         """A message that does not come from a channel (dead-lettering, a delayed exchange): its own chunk. One
         RabbitMQ could not store is dropped and reported (RabbitMQ's process handling it would crash)."""
         profile = self.ctx.profile

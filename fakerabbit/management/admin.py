@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.auth import InvalidRegexp, validate_regexp
+from fakerabbit.broker.exchange_types import kind_of
 from fakerabbit.broker.policy import PolicyError
 from fakerabbit.broker.session import ConnectionInfo
 from fakerabbit.clock import FollowingClock, VirtualClock
@@ -49,13 +50,6 @@ from fakerabbit.management.render import (
 if TYPE_CHECKING:
     from fakerabbit.broker.queue import Queue
 
-#: Descriptions of RabbitMQ's own exchange types in ``/api/overview`` (live 4.0.5 and 4.3.6).
-_X_TYPE_DESCRIPTIONS = {
-    "x-local-random": "Picks one random local binding (queue) to route via (to).",
-    "x-modulus-hash": "Modulus Hashing Exchange",
-    "x-delayed-message": "Delayed Message Exchange.",  # the plugin's description/0
-}
-
 
 def _exchange_types(types: tuple[str, ...]) -> list[dict[str, object]]:
     """The node's exchange types in name order, as ``/api/overview`` lists them (``rabbit_mgmt_wm_overview`` sorts
@@ -63,7 +57,7 @@ def _exchange_types(types: tuple[str, ...]) -> list[dict[str, object]]:
     return [
         {
             "name": t,
-            "description": _X_TYPE_DESCRIPTIONS.get(t, f"AMQP {t} exchange, as per the AMQP specification"),
+            "description": kind_of(t).description,  # (live 3.10.8, 4.0.5 and 4.3.6)
             "enabled": True,
         }
         for t in sorted(types)
@@ -82,10 +76,18 @@ def overview(ctx: Ctx) -> Response:
     ready = sum(q.ready_count for q in queues)
     unacked = sum(q.unacked for q in queues)
     held = _held(queues)
-    listeners = [{"node": NODE, "protocol": "amqp", "ip_address": rabbit.host, "port": rabbit.port}]
-    mgmt = rabbit.management
-    if mgmt is not None:
-        listeners.append({"node": NODE, "protocol": "http", "ip_address": mgmt.host, "port": mgmt.port})
+    bound = [*rabbit.server.bound, *(rabbit.management.bound if rabbit.management is not None else ())]
+    tls_key = newer_than_4_0(broker)  # live 4.3.6 says whether each listener uses TLS; 4.0.5 and 3.10.8 do not
+    listeners = [
+        {
+            "node": NODE,
+            "protocol": b.protocol,
+            "ip_address": b.ip_address,
+            "port": b.port,
+            **({"tls": b.protocol in ("amqp/ssl", "https")} if tls_key else {}),
+        }
+        for b in bound
+    ]
     return json_response(
         200,
         {
@@ -298,7 +300,8 @@ def list_connections(ctx: Ctx) -> Response:
     conns = _conns(ctx)
     vhost = ctx.vhost().name if "vhost" in ctx.params else None
     infos = [c for c in conns.all(ctx.broker) if vhost is None or c.vhost == vhost]
-    return listing(ctx, (connection_json(c, conns) for c in infos))
+    serial = newer_than_4_0(ctx.broker)
+    return listing(ctx, (connection_json(c, conns, serial_number=serial) for c in infos))
 
 
 def _connection(ctx: Ctx, *, write: bool = False) -> ConnectionInfo:
@@ -314,16 +317,18 @@ def _own(ctx: Ctx, owner: str, *, write: bool = False) -> None:
     administrators close any): 401 ``User not authorised to access object`` (live 3.10.8 and 4.3.6)."""
     allowed = ctx.has_tag("administrator") if write else ctx.sees_all
     if owner != ctx.user and not allowed:
-        raise not_authorised("User not authorised to access object")
+        raise not_authorised(texts.NOT_AUTHORISED)
 
 
 def get_connection(ctx: Ctx) -> Response:
-    return json_response(200, connection_json(_connection(ctx), _conns(ctx)))
+    info = _connection(ctx)
+    serial = newer_than_4_0(ctx.broker)
+    return json_response(200, connection_json(info, _conns(ctx), serial_number=serial, single=True))
 
 
 def delete_connection(ctx: Ctx) -> Response:
     info = _connection(ctx, write=True)
-    reason = ctx.request.header("x-reason") or "Closed via management plugin"
+    reason = ctx.request.header("x-reason") or texts.MANAGEMENT_CLOSE
     if info.close is not None:
         info.close(320, reason)
     return no_content()

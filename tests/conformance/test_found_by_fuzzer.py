@@ -370,3 +370,58 @@ def test_quorum_first_delivery_count_header(broker: Target, conn: pika.BlockingC
     else:  # 3.10: consumers get the publisher's headers untouched, a get x-delivery-count 0
         assert seen == [(b"plain", None), (b"empty", {}), (b"own", {"zz": 1, "a": 2})]
         assert list(props.headers.items()) == [("x-delivery-count", 0), ("zz", 1)]
+
+
+# -- 4.3: a quorum TTL-0 message returned by a closed channel is dead-lettered as a failed delivery --------
+
+
+@for_versions()
+def test_quorum_ttl0_message_returned_by_a_closed_channel_dead_letters_redelivered_on_43(
+    broker: Target, conn: pika.BlockingConnection
+) -> None:
+    """FOUND.md 12. A quorum queue with TTL 0 delivers to a waiting consumer; when that consumer's channel closes,
+    the returned message has expired and is dead-lettered carrying the failed delivery (rabbit_fifo:annotate_msg),
+    which 4.3's classic queue turns into redelivered=true (rabbit_variable_queue:update_delivery_count)."""
+    ch = conn.channel()
+    dlq = broker.name("dlq")
+    ch.queue_declare(dlq)
+    q = quorum(broker, ch, **{"x-message-ttl": 0, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+    consumer = conn.channel()
+    seen: list[bool] = []
+    consumer.basic_consume(q, lambda _c, m, _p, _b: seen.append(m.redelivered))
+    ch.basic_publish("", q, b"m")
+    pump(conn, lambda: len(seen) == 1)
+    assert seen == [False]
+    consumer.close()
+    ready(broker, ch, dlq, 1)
+    method, _, body = ch.basic_get(dlq, auto_ack=True)
+    assert body == b"m"
+    assert method.redelivered is broker.at_least("4.3")
+    assert ch.queue_declare(q, passive=True).method.message_count == 0
+
+
+# -- quorum reject-publish does not refuse dead letters ----------------------------------------------------
+
+
+@for_versions()
+@pytest.mark.parametrize("source", ["classic", "quorum"])
+def test_quorum_reject_publish_target_takes_every_dead_letter(
+    broker: Target, conn: pika.BlockingConnection, source: str
+) -> None:
+    """Found by the fuzzer after FOUND.md 12. A quorum queue's ``reject-publish`` blocks enqueuers
+    (rabbit_fifo_client), and dead-lettering enqueues untracked (rabbit_dead_letter): the target takes every dead
+    letter past its limit, while a confirmed publish from a channel is nacked."""
+    ch = conn.channel()
+    target = quorum(broker, ch, "target", **{"x-overflow": "reject-publish", "x-max-length": 1})
+    args: dict[str, Any] = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": target}
+    src = quorum(broker, ch, "src", **args) if source == "quorum" else broker.name("src")
+    if source == "classic":
+        ch.queue_declare(src, arguments=args)
+    for i in range(3):
+        ch.basic_publish("", src, f"m{i}".encode(), pika.BasicProperties(expiration="0"))
+    assert ready(broker, ch, target, 3) == 3
+    confirming = conn.channel()
+    confirming.confirm_delivery()
+    with pytest.raises(pika.exceptions.NackError):
+        confirming.basic_publish("", target, b"direct")
+    assert ch.queue_declare(target, passive=True).method.message_count == 3
