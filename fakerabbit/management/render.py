@@ -18,6 +18,7 @@ from fakerabbit.broker.fields import Field, FieldError, Table, from_python
 from fakerabbit.broker.policy import Policy
 from fakerabbit.broker.queue import Consumer, Queue
 from fakerabbit.broker.session import ConnectionInfo, Session
+from fakerabbit.broker.stream import StreamQueue
 from fakerabbit.protocol.addresses import url_host
 
 if TYPE_CHECKING:
@@ -283,8 +284,51 @@ def unacked_bytes(broker: Broker) -> dict[int, int]:
     return out
 
 
+def stream_json(q: Queue, conns: Connections, *, details: bool = False) -> dict[str, Any]:
+    """A stream's ``GET /api/queues`` item (live 4.0.5, 4.3.6): its statistics (``rabbit_osiris_metrics``) count
+    offsets (``messages`` = ``messages_ready``), nothing unacknowledged, no bytes; 3.10.8 shows only the declare
+    fields of a stream."""
+    out: dict[str, Any] = {
+        "arguments": table_json(q.arguments),
+        "auto_delete": q.auto_delete,
+        "durable": q.durable,
+        "exclusive": False,
+        "name": q.name,
+        "node": NODE,
+        "type": q.queue_type,
+        "vhost": q.vhost.name,
+    }
+    if conns.server.broker.profile.stream_management_stats:
+        messages, _ = q.stat()
+        out.update(
+            consumers=len(q.consumers),
+            effective_policy_definition=dict(q.settings.policy_definition),
+            leader=NODE,
+            members=[NODE],
+            messages=messages,
+            messages_details=dict(_RATE),
+            messages_ready=messages,
+            messages_ready_details=dict(_RATE),
+            messages_unacknowledged=0,
+            messages_unacknowledged_details=dict(_RATE),
+            online=[NODE],
+            operator_policy=q.operator_policy_name,
+            policy=q.policy_name,
+            readers={NODE: len(q.consumers)},
+            segments=q.segment_count if isinstance(q, StreamQueue) else 1,
+            state="running",
+        )
+    if details:
+        out["consumer_details"] = [consumer_json(c, conns) for c in q.consumers]
+        out["deliveries"] = []
+        out["incoming"] = []
+    return dict(sorted(out.items()))
+
+
 def queue_json(q: Queue, conns: Connections, unacked: dict[int, int], *, details: bool = False) -> dict[str, Any]:
     """``GET /api/queues`` item; ``details`` adds what ``GET /api/queues/{vhost}/{name}`` shows."""
+    if q.is_stream:
+        return stream_json(q, conns, details=details)
     ready, unack = q.ready_count, q.unacked
     ub = unacked.get(id(q), 0)
     exclusive_tag = next((c.tag for c in q.consumers if c.exclusive), None)

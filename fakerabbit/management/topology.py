@@ -128,7 +128,10 @@ def delete_queue(ctx: Ctx) -> Response:
 def purge_queue(ctx: Ctx) -> Response:
     q = _queue(ctx)
     ctx.require("read", "queue", q.name)
-    ctx.vhost().purge_queue(None, q.name)
+    try:
+        ctx.vhost().purge_queue(None, q.name)
+    except errors.NotImplemented_ as exc:  # a stream (live 3.10.8 - 4.3.6)
+        raise bad_request(exc.explanation) from None
     return no_content()
 
 
@@ -309,6 +312,8 @@ def get_messages(ctx: Ctx) -> Response:
             raise APIError(404, "not_found", "queue_not_found") from None
         if isinstance(exc, errors.NotFound):
             raise APIError(404, "not_found", exc.reply_text) from None
+        if isinstance(exc, errors.NotImplemented_):  # a stream: "540 basic.get not supported …" (live 3.10.8 - 4.3.6)
+            raise bad_request(f"{exc.code} {exc.explanation}") from None
         raise bad_request(exc.reply_text) from None
     finally:
         session.close()  # requeues whatever was fetched with a requeue ack mode
