@@ -236,6 +236,9 @@ class Profile:
     stream_max_age_equivalence_ms: bool = False
     #: osiris ≥ 1.4 (RabbitMQ 3.11+) re-evaluates an age limit every hour while more than one segment remains.
     stream_hourly_retention: bool = False
+    #: 3.12+: a message that does not come from a channel (dead-lettered, from a delayed exchange) is written to a
+    #: stream; 3.10.8 drops it (``rabbit_stream_queue:deliver/2``: "TODO what do we do with stateless?").
+    stream_stateless_writes: bool = False
     #: 4.x management API shows a stream's statistics (``leader``, ``members``, ``messages``, ``segments`` …);
     #: 3.10.8 shows only its declare fields.
     stream_management_stats: bool = False
@@ -393,6 +396,7 @@ _P312: Final = replace(
     queue_type_apply_to=True,
     amqp=AMQPRules(unicode_texts=True),
     stream_hourly_retention=True,
+    stream_stateless_writes=True,
     consumer_timeout="queue",
     extra_policy_keys=frozenset({"consumer-timeout"}),  # rabbit_policies from 3.12.0
 )

@@ -465,9 +465,13 @@ class StreamQueue(Queue):
         return True
 
     def publish(self, msg: Message, untracked: bool = False) -> bool:
-        """A message that does not come from a channel (dead-lettering, a delayed exchange): its own chunk. One
-        RabbitMQ could not store is dropped and reported (RabbitMQ's process handling it would crash)."""
+        """A message that does not come from a channel (dead-lettering, a delayed exchange): its own chunk. 3.10
+        drops it; one RabbitMQ could not store is dropped and reported (RabbitMQ's process handling it would
+        crash)."""
         profile = self.ctx.profile
+        if not profile.stream_stateless_writes:
+            self.ctx.events.emit("dropped", msg, queue=self.name, reason="stream-stateless")
+            return True
         try:
             stored = stored_properties(msg, profile)
             value = _filter_value(msg) if profile.stream_filtering else ""

@@ -577,3 +577,35 @@ def test_stream_survives_time(broker: Target, ch: Any) -> None:
     publish_each(ch, q, [b"m0"], pika.BasicProperties(expiration="100"))
     broker.advance(0.5)
     assert bodies_from(broker, q, {"x-stream-offset": "first"}, n=1) == [b"m0"]
+
+
+@for_versions("3.10", "4.0", "4.3")
+def test_dead_lettered_into_a_stream(broker: Target, ch: Any) -> None:
+    s = declare_stream(broker, ch)
+    source = broker.name("c")
+    ch.queue_declare(source, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": s})
+    ch.basic_publish("", source, b"dead", pika.BasicProperties(expiration="0", headers={"h": "v"}))
+    got = eventually(
+        broker, lambda: collect(broker, s, {"x-stream-offset": "first"}, n=1, wait=0.1), lambda g: bool(g), 2.0
+    )
+    if not broker.at_least("4.0"):  # 3.10's stream drops what comes from no channel ("stateless")
+        assert got == []
+        return
+    assert [b for _, b in got] == [b"dead"]
+    with StreamReader(broker.url) as r:
+        r.qos(1)
+        r.consume(s, {"x-stream-offset": "first"})
+        method, props, _ = r.delivery()
+    assert (method.exchange, method.routing_key) == ("", s)
+    keys = [k for k in props.headers or {}]
+    assert keys == [
+        "h",
+        "x-death",
+        "x-first-death-exchange",
+        "x-first-death-queue",
+        "x-first-death-reason",
+        "x-last-death-exchange",
+        "x-last-death-queue",
+        "x-last-death-reason",
+        "x-stream-offset",
+    ]
