@@ -486,7 +486,13 @@ class StreamQueue(Queue):
     def _append(self, msg: Message, stored: RawProperties, value: str, writer: object, *, seal: bool) -> None:
         now = self.ctx.clock.now_ms()
         chunk = self._open
-        if chunk is None or not chunk.open or chunk.writer is not writer or writer is None or chunk.timestamp != now:
+        if (
+            seal  # (a confirmed message, or one from no channel: a chunk of its own)
+            or chunk is None
+            or not chunk.open
+            or chunk.writer is not writer
+            or chunk.timestamp != now
+        ):
             chunk = self._new_chunk(writer, now)
         index = self._dropped + len(self._log)
         e = StreamEntry(msg, stored, self._next_offset, index, chunk)
