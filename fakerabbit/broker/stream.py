@@ -8,25 +8,26 @@ credit, and is required). Nothing is ever requeued or redelivered. Behaviour che
 
 The log is modelled the way osiris stores it, because clients see its granularity:
 
-* **Chunks.** The osiris writer appends what it has received as one chunk; ``last`` starts at the first message of
-  the last chunk, a timestamp finds the first chunk written at or after it, and filtering selects whole chunks.
-  The fake closes a chunk when another writer (channel) publishes, when the virtual clock has moved, when its
-  channel is in confirm mode (RabbitMQ's own tests wait for each confirm to get a chunk per message), when a
-  consumer attaches or reads it (a reader only sees written chunks), and after each message that does not come
-  from a channel (dead-lettering, a delayed exchange). So unconfirmed publishes of one channel in a row share a
-  chunk, as a burst does on RabbitMQ, and confirmed ones do not.
+* **Chunks.** The osiris writer appends what it has received as one chunk; ``last`` starts at the first message of the
+  last chunk, a timestamp finds the first chunk written at or after it, and filtering selects whole chunks.
+  The fake makes a chunk of the unconfirmed messages one channel publishes in a row at one instant of the virtual
+  clock; it is closed when another writer writes, when the clock has moved, or when a consumer attaches or reads it
+  (a reader only sees written chunks). A message published in confirm mode, and one that does not come from a
+  channel (dead-lettering, a delayed exchange), is a chunk of its own (RabbitMQ's own tests wait for each confirm
+  to get a chunk per message). So a burst shares a chunk, as it usually does on RabbitMQ.
 * **Segments.** Chunks go into segment files of ``x-stream-max-segment-size-bytes`` (default 500,000,000 bytes or
-  256,000 chunks); a segment is full once it has reached that size, and the next chunk opens a new one, which
-  starts with a tracking chunk taking one offset once any channel has published to the stream (so offsets are
-  not always consecutive). Sizes are estimated: each message counts its body, property block, exchange and routing
-  key plus :data:`RECORD_OVERHEAD` bytes for RabbitMQ's AMQP 1.0 encoding, a chunk :data:`CHUNK_HEADER` bytes (and
-  the filter size when it has filter values), a segment :data:`SEGMENT_HEADER` bytes (RabbitMQ's real sizes differ
-  by a few tens of bytes per message).
+  256,000 chunks); a segment is full once it has reached that size. Whenever the writer handles something (a chunk
+  to write, a reader registering for new offsets) while the segment is full and a channel has published, it first
+  writes a tracking snapshot, which opens a new segment and takes one offset (so offsets are not always
+  consecutive). Sizes are estimated: each message counts its body, property block, exchange and routing key plus
+  :data:`RECORD_OVERHEAD` bytes for RabbitMQ's AMQP 1.0 encoding, a chunk :data:`CHUNK_HEADER` bytes (and the
+  filter size when it has filter values), a segment :data:`SEGMENT_HEADER` bytes (RabbitMQ's real sizes differ by a
+  few tens of bytes per message).
 * **Retention** (``x-max-length-bytes``, ``x-max-age``; the policies ``max-length-bytes`` and ``max-age`` win over
   them) deletes whole segments, never the newest, and only when it is evaluated: when a new segment is opened,
   when a policy changes the stream's settings, and (3.11+) every hour of the virtual clock while an age limit is
-  set and more than one segment remains. A consumer whose position was removed continues from the first message
-  left (RabbitMQ's reader would finish the segment file it has open).
+  set and more than one segment remains. A consumer reading a segment that is deleted reads it to its end (RabbitMQ's
+  reader has the file open), then goes on from the first segment left.
 * **Filtering** (3.13+): a chunk is delivered to a consumer with ``x-stream-filter`` when one of its messages has
   one of the consumer's filter values in ``x-stream-filter-value`` (or, with ``x-stream-match-unfiltered``, has
   none); the whole chunk is delivered, so a client filters again, as with RabbitMQ. The chunk's Bloom filter is
