@@ -13,7 +13,7 @@ from __future__ import annotations
 from fakerabbit.broker import errors, texts
 from fakerabbit.broker.fields import INTEGER_TAGS, Table, type_name
 from fakerabbit.broker.profile import Profile
-from fakerabbit.broker.stream import check_stream_offset
+from fakerabbit.broker.stream.consumers import check_stream_offset
 
 __all__ = ["check_consume_arguments"]
 

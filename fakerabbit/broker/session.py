@@ -24,10 +24,10 @@ from fakerabbit.broker.message import Message
 from fakerabbit.broker.properties import RawProperties
 from fakerabbit.broker.queue import Consumer, Entry, Queue
 from fakerabbit.broker.quorum_delivery import delivery_props
-from fakerabbit.broker.stream import StreamQueue
+from fakerabbit.broker.stream.queue import StreamQueue
 
 if TYPE_CHECKING:
-    from fakerabbit.broker.stream import StreamEntry
+    from fakerabbit.broker.stream.log import StreamEntry
     from fakerabbit.broker.vhost import Vhost
 
 REPLY_TO = "amq.rabbitmq.reply-to"

@@ -23,7 +23,7 @@ from fakerabbit.broker.ids import new_tag
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.policy import Policy, QueueSettings, effective_settings, select_policy
 from fakerabbit.broker.queue import Queue
-from fakerabbit.broker.stream import new_stream
+from fakerabbit.broker.stream.queue import new_stream
 
 if TYPE_CHECKING:
     from fakerabbit.broker.auth import Auth

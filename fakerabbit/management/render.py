@@ -18,7 +18,7 @@ from fakerabbit.broker.fields import Field, FieldError, Table, from_python
 from fakerabbit.broker.policy import Policy
 from fakerabbit.broker.queue import Consumer, Queue
 from fakerabbit.broker.session import ConnectionInfo, Session
-from fakerabbit.broker.stream import StreamQueue
+from fakerabbit.broker.stream.queue import StreamQueue
 from fakerabbit.protocol.addresses import url_host
 
 if TYPE_CHECKING:

@@ -16,7 +16,9 @@ from fakerabbit.broker.profile import get_profile
 from fakerabbit.broker.properties import RawProperties, build_properties
 from fakerabbit.broker.restart import restart_broker
 from fakerabbit.broker.session import Session
-from fakerabbit.broker.stream import StreamEntry, StreamQueue, stored_properties
+from fakerabbit.broker.stream.conversion import stored_properties
+from fakerabbit.broker.stream.log import StreamEntry
+from fakerabbit.broker.stream.queue import StreamQueue
 from fakerabbit.clock import VirtualClock
 
 

@@ -1,348 +1,34 @@
-"""Stream queues (``x-queue-type: stream``) as RabbitMQ exposes them over AMQP 0-9-1 (``rabbit_stream_queue``).
-
-A stream is an append-only log: every message gets an offset (0, 1, 2, …) and stays until retention removes it;
-consumers read it from where they asked (``x-stream-offset``: ``first``, ``last``, ``next``, an offset, a
-timestamp or an interval such as ``1h``) and their acks only give them credit for more (``basic.qos`` is their
-credit, and is required). Nothing is ever requeued or redelivered. Behaviour checked on the live 3.10.8, 4.0.5 and
-4.3.6 and in RabbitMQ's and osiris' source: ``notes/rabbitmq-streams-observed.md``.
-
-The log is modelled the way osiris stores it, because clients see its granularity:
-
-* **Chunks.** The osiris writer appends what it has received as one chunk; ``last`` starts at the first message of the
-  last chunk, a timestamp finds the first chunk written at or after it, and filtering selects whole chunks.
-  The fake makes a chunk of the unconfirmed messages one channel publishes in a row at one instant of the virtual
-  clock; it is closed when another writer writes, when the clock has moved, or when a consumer attaches or reads it
-  (a reader only sees written chunks). A message published in confirm mode, and one that does not come from a
-  channel (dead-lettering, a delayed exchange), is a chunk of its own (RabbitMQ's own tests wait for each confirm
-  to get a chunk per message). So a burst shares a chunk, as it usually does on RabbitMQ.
-* **Segments.** Chunks go into segment files of ``x-stream-max-segment-size-bytes`` (default 500,000,000 bytes or
-  256,000 chunks); a segment is full once it has reached that size. Whenever the writer handles something (a chunk
-  to write, a reader registering for new offsets) while the segment is full and a channel has published, it first
-  writes a tracking snapshot, which opens a new segment and takes one offset (so offsets are not always
-  consecutive). Sizes are estimated: each message counts its body, property block, exchange and routing key plus
-  :data:`RECORD_OVERHEAD` bytes for RabbitMQ's AMQP 1.0 encoding, a chunk :data:`CHUNK_HEADER` bytes (and the
-  filter size when it has filter values), a segment :data:`SEGMENT_HEADER` bytes (RabbitMQ's real sizes differ by a
-  few tens of bytes per message).
-* **Retention** (``x-max-length-bytes``, ``x-max-age``; the policies ``max-length-bytes`` and ``max-age`` win over
-  them) deletes whole segments, never the newest, and only when it is evaluated: when a new segment is opened,
-  when a policy changes the stream's settings, and (3.11+) every hour of the virtual clock while an age limit is
-  set and more than one segment remains. A consumer reading a segment that is deleted reads it to its end (RabbitMQ's
-  reader has the file open), then goes on from the first segment left.
-* **Filtering** (3.13+): a chunk is delivered to a consumer with ``x-stream-filter`` when one of its messages has
-  one of the consumer's filter values in ``x-stream-filter-value`` (or, with ``x-stream-match-unfiltered``, has
-  none); the whole chunk is delivered, so a client filters again, as with RabbitMQ. The chunk's Bloom filter is
-  modelled exactly (RabbitMQ's may also let a chunk through that has none of the values).
-"""
+"""The stream queue: :class:`StreamQueue` (see :mod:`fakerabbit.broker.stream` for the model)."""
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any
 
 from fakerabbit.broker import errors
-from fakerabbit.broker.arguments import Atom, check_max_age, erl_pretty, str_value
-from fakerabbit.broker.fields import INTEGER_TAGS, Field, Table
-from fakerabbit.broker.message import Message, sorted_headers
+from fakerabbit.broker.arguments import check_max_age
+from fakerabbit.broker.fields import Table
+from fakerabbit.broker.message import Message
 from fakerabbit.broker.policy import QueueSettings
 from fakerabbit.broker.properties import RawProperties
 from fakerabbit.broker.queue import Consumer, ConsumerChannel, Entry, Queue, QueueHost
+from fakerabbit.broker.stream.consumers import StreamConsumer, filter_spec, offset_spec
+from fakerabbit.broker.stream.conversion import filter_value, stored_properties
+from fakerabbit.broker.stream.log import (
+    DEFAULT_FILTER_SIZE,
+    DEFAULT_MAX_SEGMENT_BYTES,
+    MAX_SEGMENT_CHUNKS,
+    RECORD_OVERHEAD,
+    RETENTION_EVAL_INTERVAL_MS,
+    Chunk,
+    Segment,
+    StreamConfig,
+    StreamEntry,
+)
 from fakerabbit.clock import TimerHandle
 
-if TYPE_CHECKING:
-    from fakerabbit.broker.profile import Profile
-
-__all__ = [
-    "CHUNK_HEADER",
-    "RECORD_OVERHEAD",
-    "SEGMENT_HEADER",
-    "StreamConfig",
-    "StreamConsumer",
-    "StreamEntry",
-    "StreamQueue",
-    "check_stream_offset",
-    "new_stream",
-    "stored_properties",
-]
-
-#: osiris' segment file header.
-SEGMENT_HEADER: Final = 8
-#: osiris' chunk header.
-CHUNK_HEADER: Final = 56
-#: A message's share of a chunk beyond its body, property block, exchange and routing key: the record header
-#: and RabbitMQ's AMQP 1.0 encoding (measured: ~100 bytes on 4.x, ~90 on 3.10.8).
-RECORD_OVERHEAD: Final = 100
-#: The tracking-snapshot chunk a new segment starts with (measured: ~107 bytes on 4.3.6, ~105 on 3.10.8).
-TRACKING_CHUNK: Final = 100
-#: osiris' defaults: ``max_segment_size_bytes`` and ``max_segment_size_chunks``.
-DEFAULT_MAX_SEGMENT_BYTES: Final = 500_000_000
-MAX_SEGMENT_CHUNKS: Final = 256_000
-#: osiris' default Bloom filter size (bytes) of a chunk with filter values.
-DEFAULT_FILTER_SIZE: Final = 16
-#: ``retention_eval_interval``: how often osiris re-evaluates an age limit (1 hour).
-RETENTION_EVAL_INTERVAL_MS: Final = 3_600_000
-
-#: Message annotations ``mc_amqpl`` never turns back into headers (``is_internal_header/1``).
-_INTERNAL_X_HEADERS: Final = ("x-routing-key", "x-exchange", "x-death")
-
-
-# ======================================================================================================
-# what a stream stores: the message converted to AMQP 1.0 and back
-
-
-def _mc_value(field: Field) -> Field:
-    """``mc_amqpl:from_091/2`` then ``to_091``: binary comes back as longstr, decimal has no clause (crash)."""
-    tag, value = field
-    if tag == "D":
-        raise errors.InternalError("")
-    if tag == "x":
-        return ("S", value)
-    if tag == "A":
-        return ("A", [_mc_value(f) for f in value])
-    if tag == "F":
-        return ("F", {k: _mc_value(f) for k, f in value.items()})
-    return field
-
-
-def _mc_headers(headers: Table, keep_x_death: bool) -> Table:
-    """4.x (``mc_amqpl`` -> ``mc_amqp`` -> ``mc_amqpl``): ``x-`` headers become message annotations and come back
-    (except the internal ones), the ``CC`` array too; other headers become application properties, which hold
-    no arrays or tables (dropped)."""
-    out: Table = {}
-    for key, field in headers.items():
-        if key.startswith("x-"):
-            if key.startswith("x-basic-") or (key in _INTERNAL_X_HEADERS and not (keep_x_death and key == "x-death")):
-                continue
-        elif field[0] in ("A", "F") and not (key == "CC" and field[0] == "A"):
-            continue
-        out[key] = _mc_value(field)
-    return out
-
-
-def _record_headers(headers: Table) -> Table:
-    """3.x (``rabbit_msg_record``): array and table headers are dropped, a decimal crashes (no clause)."""
-    out: Table = {}
-    for key, field in headers.items():
-        if field[0] in ("A", "F"):
-            continue
-        if field[0] == "D":
-            raise errors.InternalError("")
-        out[key] = field
-    return out
-
-
-def stored_properties(msg: Message, profile: Profile) -> RawProperties:
-    """The property block a stream delivers ``msg`` with (before its ``x-stream-offset`` header is added).
-
-    Raises :class:`~fakerabbit.broker.errors.InternalError` (541) where RabbitMQ's conversion crashes (a decimal
-    header). See the module docstring of :mod:`fakerabbit.broker.stream` and the notes for what changes."""
-    props = msg.props
-    headers = props.headers
-    mc = profile.message_containers
-    new = headers
-    try:
-        if headers:
-            new = _mc_headers(headers, bool(msg.deaths)) if mc else _record_headers(headers)
-    except RecursionError:
-        raise errors.InternalError("") from None
-    changes: dict[str, Any] = {}
-    if new is not headers and new != headers:
-        changes["headers"] = new or None
-    if props.cluster_id is not None:
-        changes["cluster_id"] = None
-    if mc and props.delivery_mode != 2 and props.delivery_mode != 1:
-        changes["delivery_mode"] = 1  # the AMQP 1.0 header's durable=false comes back as 1
-    if changes:
-        props = props.replace(**changes)
-    return props
-
-
-def _filter_value(msg: Message) -> str:
-    """A message's ``x-stream-filter-value`` ("" when unfiltered). 4.x: anything but a UTF-8 longstr without
-    NUL crashes ``rabbit_stream_queue:stream_message/1`` (541)."""
-    field = msg.header("x-stream-filter-value")
-    if field is None:
-        return ""
-    tag, value = field
-    if tag == "S":
-        data = value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogateescape")
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        if text is not None and "\x00" not in text:
-            return text
-    raise errors.InternalError("")
-
-
-# ======================================================================================================
-# the log
-
-
-class StreamEntry(Entry):
-    """A message in a stream: its offset, chunk, stored properties and index in the log."""
-
-    __slots__ = ("_delivered", "chunk", "index", "offset", "stored")
-
-    def __init__(self, msg: Message, stored: RawProperties, offset: int, index: int, chunk: _Chunk) -> None:
-        super().__init__(msg, None, 0)
-        self.stored = stored
-        self.offset = offset
-        self.index = index
-        self.chunk = chunk
-        self._delivered: bytes | None = None
-
-    def delivery_props(self) -> bytes:
-        """The stored properties with ``x-stream-offset`` (long) added among the sorted headers."""
-        raw = self._delivered
-        if raw is None:
-            headers = dict(self.stored.headers or {})
-            headers.pop("x-stream-offset", None)
-            headers["x-stream-offset"] = ("l", self.offset)
-            props = sorted_headers(self.stored.replace(headers=headers))
-            raw = self._delivered = props.raw
-        return raw
-
-
-class _Chunk:
-    __slots__ = ("entries", "id", "open", "size", "timestamp", "user", "values", "writer")
-
-    def __init__(self, chunk_id: int, timestamp: int, writer: object, *, user: bool = True) -> None:
-        self.id = chunk_id
-        self.timestamp = timestamp
-        self.writer = writer
-        self.user = user
-        self.open = user
-        self.entries: list[StreamEntry] = []
-        #: filter values of its messages ("" for a message without one)
-        self.values: set[str] = set()
-        self.size = CHUNK_HEADER if user else TRACKING_CHUNK
-
-
-class _Segment:
-    __slots__ = ("chunks", "first", "size")
-
-    def __init__(self, first: int) -> None:
-        self.first = first
-        self.chunks: list[_Chunk] = []
-        self.size = SEGMENT_HEADER
-
-    @property
-    def last_timestamp(self) -> int | None:
-        return self.chunks[-1].timestamp if self.chunks else None
-
-
-@dataclass(frozen=True, slots=True)
-class StreamConfig:
-    """A stream's osiris configuration: retention and segment size (policy over argument, as
-    ``rabbit_stream_queue:update_stream_conf/2``)."""
-
-    max_bytes: int | None = None
-    max_age_ms: int | None = None
-    max_segment_bytes: int = DEFAULT_MAX_SEGMENT_BYTES
-    filter_size: int = DEFAULT_FILTER_SIZE
-
-
-# ======================================================================================================
-# consumers
-
-
-class StreamConsumer(Consumer):
-    """A stream consumer: its position in the log, the offset it starts from, its filter and its credit (the
-    prefetch count it consumed with; every settlement gives one back)."""
-
-    __slots__ = ("broken", "carry", "filters", "listening", "min_offset", "pos")
-
-    def __init__(
-        self,
-        tag: str,
-        queue: StreamQueue,
-        session: ConsumerChannel,
-        *,
-        exclusive: bool,
-        prefetch: int,
-        arguments: Table,
-        pos: int,
-        min_offset: int | None,
-        filters: frozenset[str] | None,
-        broken: bool,
-    ) -> None:
-        super().__init__(
-            tag, queue, session, no_ack=False, exclusive=exclusive, priority=0, prefetch=prefetch, arguments=arguments
-        )
-        #: the log index of the next message to look at
-        self.pos = pos
-        #: messages below this offset are skipped (an integer ``x-stream-offset``)
-        self.min_offset = min_offset
-        #: the filter values a chunk must have one of ("" = unfiltered messages), or None
-        self.filters = filters
-        #: RabbitMQ's reader crashes on this consumer's arguments once consume-ok is sent (541)
-        self.broken = broken
-        #: what is left of a segment retention deleted while this consumer was reading it
-        self.carry: list[StreamEntry] = []
-        #: the next offset the consumer has registered to hear about (osiris offset listener)
-        self.listening = 0
-
-    def can_accept(self) -> bool:
-        return self.unacked < self.prefetch and self.session.flow_active
-
-
-def _offset_spec(field: Field | None) -> tuple[str, Any]:
-    """``rabbit_stream_queue:parse_offset_arg/1`` after the declare validator: ``(kind, value)``."""
-    if field is None:
-        return ("next", None)
-    tag, value = field
-    text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
-    if text in ("first", "last", "next"):
-        return (str(text), None)
-    if tag == "T":
-        return ("timestamp", int(value) * 1000)
-    if tag == "S":
-        return ("interval", text)
-    if tag in INTEGER_TAGS:
-        return ("offset", int(value))
-    return ("crash", None)
-
-
-def check_stream_offset(field: Field, rs: str, profile: Profile) -> None:
-    """``rabbit_amqqueue:check_stream_offset_arg/2``: an interval string must be a valid max age (406
-    ``{invalid_stream_offset_arg,{longstr,<<"1x">>}}``; 541 on ≤4.2 when it has no leading digits)."""
-    kind, value = _offset_spec(field)
-    if kind != "interval":
-        return
-    if check_max_age(value, crash_without_digits=profile.max_age_crashes_without_digits) is not None:
-        return
-    raw = value.encode("utf-8", "surrogateescape")
-    term = (Atom("invalid_stream_offset_arg"), (Atom("longstr"), raw))
-    prefix = f"invalid arg 'x-stream-offset' for {rs}: "
-    raise errors.PreconditionFailed(prefix + erl_pretty(term, len(prefix), 255))
-
-
-def _filter_spec(arguments: Table, profile: Profile) -> tuple[frozenset[str] | None, bool]:
-    """``rabbit_stream_queue:filter_spec/1``: (the filter values, broken); None = no filtering."""
-    if not profile.stream_filtering:
-        return None, False
-    field = arguments.get("x-stream-filter")
-    if field is None:
-        return None, False
-    tag, value = field
-    if tag == "A":
-        values = [str_value(f) for f in value if f[0] == "S"]
-        filters = {v for v in values if v is not None}
-    elif tag == "S":
-        filters = {str_value(field) or ""}
-    else:
-        return None, False
-    mu = arguments.get("x-stream-match-unfiltered")
-    if mu is not None and mu[0] == "t" and mu[1]:
-        filters.add("")
-    broken = tag == "A" and not any(f[0] == "S" for f in value)  # osiris_bloom:init_matcher needs a value
-    return frozenset(filters), broken
-
-
-# ======================================================================================================
-# the queue
+__all__ = ["StreamQueue", "new_stream"]
 
 
 class StreamQueue(Queue):
@@ -372,8 +58,8 @@ class StreamQueue(Queue):
         self._log: list[StreamEntry] = []
         #: log index of ``_log[0]`` (how many messages retention has removed)
         self._dropped = 0
-        self._segments: list[_Segment] = [_Segment(0)]
-        self._open: _Chunk | None = None
+        self._segments: list[Segment] = [Segment(0)]
+        self._open: Chunk | None = None
         self._next_offset = 0
         #: a channel has published (osiris tracks its writer id): new segments start with a tracking chunk
         self._tracked = False
@@ -459,7 +145,7 @@ class StreamQueue(Queue):
         Raises 541 where RabbitMQ's channel crashes on the message."""
         profile = self.ctx.profile
         stored = stored_properties(msg, profile)
-        value = _filter_value(msg) if profile.stream_filtering else ""
+        value = filter_value(msg) if profile.stream_filtering else ""
         self._tracked = True
         self._append(msg, stored, value, writer, seal=confirmed)
         self.dispatch()
@@ -475,7 +161,7 @@ class StreamQueue(Queue):
             return True
         try:
             stored = stored_properties(msg, profile)
-            value = _filter_value(msg) if profile.stream_filtering else ""
+            value = filter_value(msg) if profile.stream_filtering else ""
         except errors.AMQPError:
             self.ctx.events.emit("dropped", msg, queue=self.name, reason="stream-write")
             self.ctx.report_problem(f"stream {self.name!r}: a message RabbitMQ cannot convert was dropped")
@@ -514,12 +200,12 @@ class StreamQueue(Queue):
             self._roll_pending = False
             self._evaluate_retention()
 
-    def _new_chunk(self, writer: object, now: int) -> _Chunk:
+    def _new_chunk(self, writer: object, now: int) -> Chunk:
         self._seal()
         if self._segment_full(self._segments[-1]):
             self._roll()
             self._roll_pending = True  # osiris evaluates retention once the chunk is written
-        chunk = _Chunk(self._next_offset, now, writer)
+        chunk = Chunk(self._next_offset, now, writer)
         seg = self._segments[-1]
         seg.chunks.append(chunk)
         seg.size += chunk.size
@@ -531,7 +217,7 @@ class StreamQueue(Queue):
             self._open.open = False
             self._open = None
 
-    def _segment_full(self, seg: _Segment) -> bool:
+    def _segment_full(self, seg: Segment) -> bool:
         return seg.size >= self.config.max_segment_bytes or len(seg.chunks) >= MAX_SEGMENT_CHUNKS
 
     def _writer_batch(self) -> None:
@@ -545,10 +231,10 @@ class StreamQueue(Queue):
 
     def _roll(self) -> None:
         """Open a new segment; it starts with a tracking snapshot once a channel has written."""
-        seg = _Segment(self._next_offset)
+        seg = Segment(self._next_offset)
         self._segments.append(seg)
         if self._tracked:
-            chunk = _Chunk(self._next_offset, self.ctx.clock.now_ms(), None, user=False)
+            chunk = Chunk(self._next_offset, self.ctx.clock.now_ms(), None, user=False)
             self._next_offset += 1
             seg.chunks.append(chunk)
             seg.size += chunk.size
@@ -648,8 +334,8 @@ class StreamQueue(Queue):
             raise errors.NotImplemented_(f"automatic acknowledgement not supported by {kind} {rs}")
         if global_prefetch and profile.global_qos:
             raise errors.NotImplemented_(f"{rs} does not support global qos")
-        kind, value = _offset_spec(arguments.get("x-stream-offset"))
-        filters, broken = _filter_spec(arguments, profile)
+        kind, value = offset_spec(arguments.get("x-stream-offset"))
+        filters, broken = filter_spec(arguments, profile)
         min_offset: int | None = None
         if kind == "first":
             pos = self._dropped
@@ -787,7 +473,7 @@ class StreamQueue(Queue):
             self.ctx.clock.cancel(self._retention_timer)
             self._retention_timer = None
         self._log.clear()
-        self._segments = [_Segment(self._next_offset)]
+        self._segments = [Segment(self._next_offset)]
         self._open = None
         self.ready_count = 0
         self.ready_bytes = 0
