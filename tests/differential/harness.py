@@ -93,7 +93,10 @@ class Side:
         self.channels: dict[int, ChannelState] = {}
         self.events: list[tuple[int, str, Any]] = []
         self.harness_events: list[Any] = []
-        self.slow = False  # the scenario has quorum queues: wait longer on the live broker
+        self.slow = False  # the scenario has quorum queues or streams: wait longer on the live broker
+        #: the type each queue was last declared with: a stream's message count is RabbitMQ's statistics tick's,
+        #: seconds late, so it is not compared (nor is it a declare-ok's)
+        self.kinds: dict[str, str] = {}
         self._pub_counter = 0
 
     # -- names -------------------------------------------------------------------------------------------------
@@ -318,17 +321,26 @@ class Side:
         r = self.res
         if isinstance(op, O.DeclareQueue):
             args = {k: self.res_value(v) for k, v in op.args.items()}
-            if op.kind == "quorum":
-                args = {"x-queue-type": "quorum", **args}
+            if op.kind in ("quorum", "stream"):
+                args = {"x-queue-type": op.kind, **args}
                 self.slow = True
-            return self._rpc_or_close(
+            reply = self._rpc_or_close(
                 op.ch,
                 spec.Queue.Declare(queue=r(op.queue), passive=op.passive, durable=op.durable, arguments=args or None),
             )
+            if isinstance(reply, dict) and reply.get("method") == "Queue.DeclareOk":
+                if not op.passive:
+                    self.kinds[op.queue] = op.kind
+                if self.kinds.get(op.queue) == "stream":
+                    reply = {**reply, "message_count": "<stream>"}
+            return reply
         if isinstance(op, O.DeleteQueue):
-            return self._rpc_or_close(
+            reply = self._rpc_or_close(
                 op.ch, spec.Queue.Delete(queue=r(op.queue), if_unused=op.if_unused, if_empty=op.if_empty)
             )
+            if isinstance(reply, dict) and reply.get("method") == "Queue.DeleteOk":
+                self.kinds.pop(op.queue, None)
+            return reply
         if isinstance(op, O.PurgeQueue):
             return self._rpc_or_close(op.ch, spec.Queue.Purge(queue=r(op.queue)))
         if isinstance(op, O.DeclareExchange):
@@ -363,8 +375,12 @@ class Side:
             tag = f"c{op.ch}"
             previous = st.consumer
             st.consumer = (tag, op.no_ack)  # deliveries may follow consume-ok at once
+            cargs = {"x-stream-offset": op.offset} if op.offset is not None else None
             reply = self._rpc_or_close(
-                op.ch, spec.Basic.Consume(queue=r(op.queue), consumer_tag=tag, no_ack=op.no_ack, exclusive=op.exclusive)
+                op.ch,
+                spec.Basic.Consume(
+                    queue=r(op.queue), consumer_tag=tag, no_ack=op.no_ack, exclusive=op.exclusive, arguments=cargs
+                ),
             )
             if not (isinstance(reply, dict) and reply.get("method") == "Basic.ConsumeOk"):
                 st.consumer = previous if st.open else None
@@ -489,7 +505,8 @@ class Side:
                 self._open_harness()
             reply = self._rpc_or_close(HARNESS_CHANNEL, spec.Queue.Declare(queue=self.res(q), passive=True))
             if isinstance(reply, dict):
-                out.append((reply["message_count"], reply["consumer_count"]))
+                count = "<stream>" if self.kinds.get(q) == "stream" else reply["message_count"]
+                out.append((count, reply["consumer_count"]))
             else:
                 close = self.harness_events[-1] if self.harness_events else reply
                 out.append(("absent", close[0]) if isinstance(close, tuple) else close)

@@ -72,6 +72,13 @@ quorum_args = st.builds(
     ),
     _dl_keys,
 )
+stream_args = st.fixed_dictionaries(
+    {},
+    optional={
+        "x-max-age": st.sampled_from(("1h", "7D")),
+        "x-max-length-bytes": st.integers(0, 1000),
+    },
+)
 any_args = st.fixed_dictionaries(
     {},
     optional={
@@ -106,6 +113,15 @@ quorum_declares = st.builds(
     st.just("quorum"),
     st.sampled_from((True, True, True, True, True, False)),
     st.one_of(quorum_args, quorum_args, quorum_args, any_args),
+    queues,
+    st.just(False),
+    channels,
+)
+stream_declares = st.builds(
+    _declare_queue,
+    st.just("stream"),
+    st.sampled_from((True, True, True, True, True, False)),
+    st.one_of(stream_args, stream_args, stream_args, any_args),
     queues,
     st.just(False),
     channels,
@@ -171,6 +187,14 @@ message_ops = st.one_of(
     st.builds(O.Get, queues, no_ack=st.booleans(), ch=channels),
     st.builds(O.Get, queues, no_ack=st.booleans(), ch=channels),
     st.builds(O.Consume, queues, no_ack=st.booleans(), exclusive=_rarely_true, ch=channels),
+    st.builds(
+        O.Consume,
+        queues,
+        no_ack=_rarely_true,
+        exclusive=_rarely_true,
+        ch=channels,
+        offset=st.sampled_from(("first", "last", "next", 0, 1)),
+    ),
     st.builds(O.Cancel, ch=channels),
     st.builds(O.Qos, st.integers(0, 2), ch=channels),
     st.builds(O.Ack, _index, multiple=st.booleans(), ch=channels),
@@ -257,7 +281,7 @@ class DifferentialMachine(RuleBasedStateMachine):
     @initialize(
         declares=st.tuples(
             *(
-                st.one_of(classic_declares, classic_declares, quorum_declares).map(
+                st.one_of(classic_declares, classic_declares, quorum_declares, stream_declares).map(
                     lambda op, q=q: O.DeclareQueue(q, op.kind, op.durable, op.args)
                 )
                 for q in O.QUEUES
@@ -287,7 +311,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         for d, src, key in e2e:
             self.run(O.BindExchange(d, src, key))
 
-    @rule(op=st.one_of(classic_declares, classic_declares, quorum_declares, passive_declares))
+    @rule(op=st.one_of(classic_declares, classic_declares, quorum_declares, stream_declares, passive_declares))
     def declare_queue(self, op: O.DeclareQueue) -> None:
         self.run(op)
 

@@ -24,7 +24,7 @@ CHANNELS = (1, 2, 3)
 @dataclass(frozen=True)
 class DeclareQueue:
     queue: str
-    kind: str = "classic"  # "classic" | "quorum" (sets x-queue-type)
+    kind: str = "classic"  # "classic" | "quorum" | "stream" (sets x-queue-type)
     durable: bool = False
     args: dict[str, Any] = field(default_factory=dict)
     passive: bool = False
@@ -108,6 +108,7 @@ class Consume:
     no_ack: bool = False
     exclusive: bool = False
     ch: int = 1
+    offset: Any = None  # x-stream-offset ("first", "last", "next", an offset), or none
 
 
 @dataclass(frozen=True)
