@@ -98,6 +98,43 @@ def test_max_age_policy_wins_over_the_argument(broker: Target, ch: Any) -> None:
     assert bodies_from(broker, q, {"x-stream-offset": "first"}, n=2) == [b"b0"]
 
 
+@pytest.mark.parametrize(
+    ("definition", "apply_to", "applies"),
+    [
+        ({"max-age": "1s", "message-ttl": 5}, "queues", False),  # a key streams do not support: not for streams
+        ({"max-age": "1s", "alternate-exchange": "x"}, "queues", True),  # a key nobody reads on a queue: applies
+    ],
+)
+def test_which_policies_apply_to_a_stream(
+    broker: Target, ch: Any, definition: dict[str, Any], apply_to: str, applies: bool
+) -> None:
+    q = declare_stream(broker, ch, **SEGMENT)
+    broker.set_policy(q + "-p", anchored(q), definition, apply_to=apply_to)
+    ch.confirm_delivery()
+    if not broker.is_fake:
+        broker.advance(0.5)
+    publish_each(ch, q, [b"a0", b"a1"])
+    broker.advance(2)
+    publish_each(ch, q, [b"b0"])
+    got = bodies_from(broker, q, {"x-stream-offset": "first"}, n=3)
+    assert got == ([b"b0"] if applies else [b"a0", b"a1", b"b0"])
+
+
+@for_versions("4.0", "4.3")
+def test_policy_applying_to_streams_only(broker: Target, ch: Any) -> None:
+    q = declare_stream(broker, ch, **SEGMENT)
+    classic = broker.name("c")
+    ch.queue_declare(classic)
+    broker.set_policy(q + "-p", anchored(q) + "|" + anchored(classic), {"max-age": "1s"}, apply_to="streams")
+    ch.confirm_delivery()
+    if not broker.is_fake:
+        broker.advance(0.5)
+    publish_each(ch, q, [b"a0", b"a1"])
+    broker.advance(2)
+    publish_each(ch, q, [b"b0"])
+    assert bodies_from(broker, q, {"x-stream-offset": "first"}, n=3) == [b"b0"]
+
+
 def test_a_policy_change_evaluates_retention(broker: Target, ch: Any) -> None:
     q = declare_stream(broker, ch, **SEGMENT)
     ch.confirm_delivery()
