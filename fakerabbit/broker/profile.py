@@ -60,6 +60,12 @@ class AMQPRules:
     #: A client's ``basic.cancel-ok`` cancels that consumer without a reply (an unknown tag crashes the channel:
     #: 541) (4.3+); before, 503 ``unimplemented method``.
     client_cancel_ok: bool = False
+    #: RabbitMQ's default ``max_message_size``: a larger body is a 406 (128 MiB up to 3.13, 16 MiB from 4.0).
+    max_message_size: int = 134217728
+    #: ``connection.start``'s ``copyright`` server property.
+    copyright: str = "Copyright (c) 2007-2022 VMware, Inc. or its affiliates."
+    #: The Erlang/OTP release in the ``platform`` server property.
+    erlang_otp: str = "25.2.3"
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +337,9 @@ _P313: Final = replace(
     _P312,
     name="3.13",
     server_version="3.13.7",
+    amqp=replace(
+        _P312.amqp, copyright="Copyright (c) 2007-2024 Broadcom Inc and/or its subsidiaries", erlang_otp="26.2.5"
+    ),
     last_death_headers=True,
     keep_cc_with_dlrk=True,
     client_x_death="parse",
@@ -362,9 +371,16 @@ _P40: Final = replace(
     classic_queue_arguments=(*_CLASSIC_ARGS, "x-queue-leader-locator"),
     queue_master_locator="ignored",
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random"),
-    amqp=AMQPRules(unicode_texts=True, sasl_refusal_header=True, check_delivery_mode=False, basic_credit=False),
+    amqp=replace(
+        _P313.amqp, sasl_refusal_header=True, check_delivery_mode=False, basic_credit=False, max_message_size=16777216
+    ),
 )
-_AMQP_41: Final = replace(_P40.amqp, frame_min_size=8192)
+_AMQP_41: Final = replace(
+    _P40.amqp,
+    frame_min_size=8192,
+    copyright="Copyright (c) 2007-2025 Broadcom Inc and/or its subsidiaries",
+    erlang_otp="27.3",
+)
 _P43: Final = replace(
     _P40,
     name="4.3",

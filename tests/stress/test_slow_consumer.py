@@ -67,7 +67,7 @@ class BufferWatch:
     def held(self) -> int:
         def size() -> int:
             transport = self.conn.transport
-            queued = sum(len(p) for p in self.conn._out)
+            queued = self.conn.output.queued()
             return queued + (transport.get_write_buffer_size() if transport is not None else 0)
 
         return self.rabbit._call(size)

@@ -13,10 +13,10 @@ from fakerabbit.broker.session import REPLY_TO
 from fakerabbit.protocol.codec import DeclareOk, commands, strip_cr_lf, typed_arguments
 
 if TYPE_CHECKING:
-    from fakerabbit.protocol.channel import ChannelHandler
+    from fakerabbit.protocol.handlers.context import MethodChannel
 
 
-def queue_declare(ch: ChannelHandler, m: commands.Queue.Declare, payload: bytes) -> None:
+def queue_declare(ch: MethodChannel, m: commands.Queue.Declare, payload: bytes) -> None:
     name = strip_cr_lf(m.queue or "")
     session = ch.session
     if name == REPLY_TO:
@@ -37,7 +37,7 @@ def queue_declare(ch: ChannelHandler, m: commands.Queue.Declare, payload: bytes)
         ch.send(DeclareOk(q.name, q.ready_count, q.consumer_count()))
 
 
-def _binding(ch: ChannelHandler, m: commands.Queue.Bind | commands.Queue.Unbind, payload: bytes, unbind: bool) -> None:
+def _binding(ch: MethodChannel, m: commands.Queue.Bind | commands.Queue.Unbind, payload: bytes, unbind: bool) -> None:
     session = ch.session
     raw_queue = strip_cr_lf(m.queue or "")
     queue = session.expand_queue_name(raw_queue)
@@ -55,25 +55,25 @@ def _binding(ch: ChannelHandler, m: commands.Queue.Bind | commands.Queue.Unbind,
     )
 
 
-def queue_bind(ch: ChannelHandler, m: commands.Queue.Bind, payload: bytes) -> None:
+def queue_bind(ch: MethodChannel, m: commands.Queue.Bind, payload: bytes) -> None:
     _binding(ch, m, payload, unbind=False)
     if not m.nowait:
         ch.send(commands.Queue.BindOk())
 
 
-def queue_unbind(ch: ChannelHandler, m: commands.Queue.Unbind, payload: bytes) -> None:
+def queue_unbind(ch: MethodChannel, m: commands.Queue.Unbind, payload: bytes) -> None:
     _binding(ch, m, payload, unbind=True)
     ch.send(commands.Queue.UnbindOk())
 
 
-def queue_purge(ch: ChannelHandler, m: commands.Queue.Purge, payload: bytes) -> None:
+def queue_purge(ch: MethodChannel, m: commands.Queue.Purge, payload: bytes) -> None:
     session = ch.session
     n = session.vhost.purge_queue(session.conn, session.expand_queue_name(m.queue or ""))
     if not m.nowait:
         ch.send(commands.Queue.PurgeOk(message_count=n))
 
 
-def queue_delete(ch: ChannelHandler, m: commands.Queue.Delete, payload: bytes) -> None:
+def queue_delete(ch: MethodChannel, m: commands.Queue.Delete, payload: bytes) -> None:
     session = ch.session
     name = session.expand_queue_name(strip_cr_lf(m.queue or ""))
     n = session.vhost.delete_queue_cmd(session.conn, name, if_unused=bool(m.if_unused), if_empty=bool(m.if_empty))
