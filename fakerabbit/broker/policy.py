@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from fakerabbit.broker.arguments import erl_tp, int_value, number_value, str_value
+from fakerabbit.broker.arguments import int_value, number_value, str_value
+from fakerabbit.broker.erlterm import write
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.profile import Profile, get_profile
 
@@ -90,7 +91,7 @@ def _is_int(v: Any) -> bool:
 
 
 def _check(ok: bool, value: Any, what: str) -> str | None:
-    return None if ok else f"{erl_tp(_json_term(value))} {what}"
+    return None if ok else f"{write(_json_term(value))} {what}"
 
 
 def _one_of(value: Any, allowed: tuple[str, ...]) -> bool:
@@ -289,7 +290,7 @@ def validate_policy(
         raise PolicyError("ha-mode must be specified to specify ha-params, ha-sync-mode or ha-promote-on-shutdown")
     unknown = [(k.encode("utf-8", "surrogateescape"), _json_term(definition[k])) for k in keys if k not in recognised]
     if unknown:
-        raise PolicyError(f"{erl_tp(unknown)} are not recognised policy settings")
+        raise PolicyError(f"{write(unknown)} are not recognised policy settings")
 
 
 # ======================================================================================================

@@ -273,7 +273,7 @@ class Vhost:
         else:
             self.get_exchange(destination)
         if x.route_type == "headers":
-            _validate_x_match(arguments)
+            _validate_x_match(arguments, unicode=self.broker.profile.amqp.unicode_texts)
         elif x.route_type == ExchangeType.LOCAL_RANDOM:
             self._validate_local_random_binding(kind, destination, routing_key)
         x.add_binding(Binding(source, destination, kind, routing_key, arguments))
@@ -524,9 +524,10 @@ class Vhost:
 _X_MATCH = ("all", "any", "all-with-x", "any-with-x")
 
 
-def _validate_x_match(arguments: Table) -> None:
-    """rabbit_exchange_type_headers:validate_binding/2."""
-    from fakerabbit.broker.arguments import _erl_value, erl_tp
+def _validate_x_match(arguments: Table, *, unicode: bool) -> None:
+    """rabbit_exchange_type_headers:validate_binding/2 (the value printed with ``~tp`` when ``unicode``: 3.12+)."""
+    from fakerabbit.broker.arguments import _erl_value
+    from fakerabbit.broker.erlterm import write
     from fakerabbit.broker.fields import type_name
 
     field = arguments.get("x-match")
@@ -537,8 +538,10 @@ def _validate_x_match(arguments: Table) -> None:
         return
     if tag == "S":
         raise errors.PreconditionFailed(
-            f"Invalid x-match field value {erl_tp(_erl_value(field))}; expected all, any, all-with-x, or any-with-x"
+            f"Invalid x-match field value {write(_erl_value(field), unicode=unicode)}; "
+            "expected all, any, all-with-x, or any-with-x"
         )
     raise errors.PreconditionFailed(
-        f"Invalid x-match field type {type_name(tag)} (value {erl_tp(_erl_value(field))}); expected longstr"
+        f"Invalid x-match field type {type_name(tag)} (value {write(_erl_value(field), unicode=unicode)}); "
+        "expected longstr"
     )

@@ -17,10 +17,11 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from fakerabbit.broker import errors
+from fakerabbit.broker.erlterm import text_octets
+from fakerabbit.broker.erlterm import write as erl_write
 from fakerabbit.broker.profile import AMQPRules
-from fakerabbit.broker.properties import PropertiesError, RawProperties
 from fakerabbit.broker.session import Session, SessionSink
-from fakerabbit.protocol import erlfmt, framing
+from fakerabbit.protocol import framing
 from fakerabbit.protocol.codec import (
     Cancel,
     ChannelOpenOk,
@@ -28,11 +29,9 @@ from fakerabbit.protocol.codec import (
     MethodDecodeError,
     Return,
     base,
-    check_properties,
     commands,
     decode_args,
 )
-from fakerabbit.protocol.erlfmt import write as erl_write
 from fakerabbit.protocol.handlers import HANDLERS
 
 __all__ = ["MAX_MSG_SIZE", "ChannelHandler", "ChannelOutput", "ChannelOwner"]
@@ -53,30 +52,6 @@ _CONTENT_METHODS = (commands.Basic.Publish, commands.Basic.Return, commands.Basi
 _SMALL_BODY = 4096 - framing.EMPTY_FRAME_SIZE  # fits the smallest frame_max
 #: rabbit.hrl's ?MAX_MSG_SIZE: the largest body size 4.3's assembler takes (512 MiB).
 MAX_MSG_SIZE = 536870912
-
-
-#: Property blocks found valid (a pure function of the octets): most publishers repeat a few blocks.
-_valid_blocks: set[bytes] = {b"\x00\x00"}
-_VALID_BLOCK_MAX = 512
-_VALID_ENTRIES = 4096
-
-
-def _properties_valid(props: bytes) -> bool:
-    """RabbitMQ can decode the block (else its channel crashes: 541)."""
-    if props in _valid_blocks:
-        return True
-    if not check_properties(props):
-        return False
-    try:
-        RawProperties(props).validate()
-    except PropertiesError:
-        return False
-    if len(props) <= _VALID_BLOCK_MAX:
-        if len(_valid_blocks) >= _VALID_ENTRIES:
-            _valid_blocks.clear()
-            _valid_blocks.add(b"\x00\x00")
-        _valid_blocks.add(props)
-    return True
 
 
 class _ConfirmHolder(Protocol):
@@ -341,7 +316,7 @@ class ChannelHandler:
             False,
             props,
             body,
-            props_valid=_properties_valid,
+            check_properties=True,
         )
 
     def run(self, ids: tuple[int, int], fn: Callable[[], object]) -> None:
@@ -373,7 +348,7 @@ class ChannelHandler:
             framing.encode_close(
                 self.number,
                 exc.code,
-                erlfmt.text_octets(exc.reply_text, unicode=self.rules.unicode_texts),
+                text_octets(exc.reply_text, unicode=self.rules.unicode_texts),
                 ids[0],
                 ids[1],
             )

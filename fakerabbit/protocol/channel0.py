@@ -15,8 +15,9 @@ from typing import Any, Protocol
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.broker import Broker
+from fakerabbit.broker.fields import table_to_python
 from fakerabbit.broker.session import ConnectionInfo
-from fakerabbit.protocol.codec import base, commands
+from fakerabbit.protocol.codec import arguments_of, base, commands
 from fakerabbit.protocol.handshake import check_tune_ok, is_loopback, parse_amqplain, parse_plain
 
 __all__ = ["CHANNEL_MAX", "FRAME_MAX", "HEARTBEAT", "Channel0", "HandshakeConnection"]
@@ -109,8 +110,7 @@ class Channel0:
             raise errors.ChannelError(f"unexpected method in connection state {state}")
 
     def _start_ok(self, m: commands.Connection.StartOk) -> None:
-        props = m.client_properties if isinstance(m.client_properties, dict) else {}
-        self.client_properties = dict(props)
+        self.client_properties = table_to_python(arguments_of(m, "client_properties"))
         caps = self.client_properties.get("capabilities")
         self.capabilities = dict(caps) if isinstance(caps, dict) else {}
         mechanism = m.mechanism or ""

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 from fakerabbit.broker import errors
-from fakerabbit.protocol import erlfmt, framing
+from fakerabbit.broker.erlterm import Atom, Term
+from fakerabbit.protocol import framing
 from fakerabbit.protocol.channel import ChannelHandler
 from fakerabbit.protocol.codec import MethodDecodeError, base, commands, decode_args
-from fakerabbit.protocol.erlfmt import Atom
+from fakerabbit.protocol.framing import frame_error_text, unexpected_frame_text
 
 __all__ = ["DispatchedConnection", "Dispatcher"]
 
@@ -149,12 +150,12 @@ class Dispatcher:
             try:
                 frame = next_frame()
             except framing.FrameTooLarge as exc:
-                too_large: erlfmt.Term = (Atom("frame_too_large"), exc.size, exc.limit)
-                fatal = erlfmt.frame_error_text(exc.type, b"", too_large, unicode=self._unicode)
+                too_large: Term = (Atom("frame_too_large"), exc.size, exc.limit)
+                fatal = frame_error_text(exc.type, b"", too_large, unicode=self._unicode)
                 break
             except framing.BadFrameEnd as exc:
-                bad_end: erlfmt.Term = (Atom("invalid_frame_end_marker"), exc.end)
-                fatal = erlfmt.frame_error_text(exc.type, exc.payload, bad_end, unicode=self._unicode)
+                bad_end: Term = (Atom("invalid_frame_end_marker"), exc.end)
+                fatal = frame_error_text(exc.type, exc.payload, bad_end, unicode=self._unicode)
                 break
             if frame is None:
                 break
@@ -271,10 +272,10 @@ class Dispatcher:
         return ch
 
     def _unexpected(self, ftype: int, payload: bytes) -> errors.AMQPError:
-        return errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self._unicode))
+        return errors.UnexpectedFrame(unexpected_frame_text(ftype, payload, unicode=self._unicode))
 
     def _unknown(self, ftype: int, payload: bytes) -> errors.AMQPError:
-        return errors.FrameError(erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self._unicode))
+        return errors.FrameError(frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self._unicode))
 
     def _handle_frame(self, ftype: int, channel: int, payload: bytes) -> None:
         """``rabbit_reader:handle_frame/4``."""

@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from fakerabbit.broker import errors
+from fakerabbit.broker.erlterm import text_octets
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.codec import commands
-from fakerabbit.protocol.erlfmt import text_octets
 
 __all__ = ["CLOSING_TIMEOUT", "PROBLEM_CODES", "ErrorHandler", "FailingConnection"]
 
@@ -77,7 +77,7 @@ class ErrorHandler:
     def __init__(
         self, conn: FailingConnection, output: _Writer, report_problem: Callable[[str], object], *, unicode: bool
     ) -> None:
-        """``unicode``: reply texts go out as 3.12+ sends them (see :func:`~fakerabbit.protocol.erlfmt.text_octets`)."""
+        """``unicode``: reply texts go out as 3.12+ sends them (see :func:`~fakerabbit.broker.erlterm.text_octets`)."""
         self._conn = conn
         self._write = output.write
         self._report = report_problem

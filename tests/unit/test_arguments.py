@@ -16,13 +16,9 @@ from fakerabbit.broker.arguments import (
     MAX_EXPIRY,
     STREAM_NOT_SUPPORTED,
     TRANSIENT_NONEXCL_TEXT,
-    Atom,
-    ErlStr,
     augment_declare_args,
     check_exchange_equivalence,
     check_queue_equivalence,
-    erl_pretty,
-    erl_tp,
     parse_expiration,
     queue_type_of,
     validate_new_exchange,
@@ -930,27 +926,3 @@ def test_new_exchange_alternate_exchange_type() -> None:
     assert ei.value.explanation == (
         "invalid type 'signedint' for arg 'alternate-exchange' in exchange 'x' in vhost '/'"
     )
-
-
-# ======================================================================================================
-# Erlang rendering helpers
-
-
-def test_erl_tp() -> None:
-    assert erl_tp((Atom("value_negative"), -1)) == "{value_negative,-1}"
-    assert erl_tp(Atom("Quoted atom")) == "'Quoted atom'"
-    assert erl_tp(ErlStr.of('a"b')) == '"a\\"b"'
-    assert erl_tp(b"abc") == '<<"abc">>'
-    assert erl_tp(b"\x01") == "<<1>>"
-    assert erl_tp([1, b"a"]) == '[1,<<"a">>]'
-    assert erl_tp({b"a": 1}) == '#{<<"a">> => 1}'
-    assert erl_tp(1e20) == "1.0e20"
-    assert erl_tp(0.1) == "0.1"
-    assert erl_tp(None) == "null"
-    assert erl_tp(True) == "true"
-
-
-def test_erl_pretty() -> None:
-    assert erl_pretty((Atom("a"), 1), 0) == "{a,1}"
-    assert erl_pretty((Atom("tag"), 12345), 70) == "{tag,\n" + " " * 71 + "12345}"
-    assert erl_pretty(Atom("no_integer"), 79) == "no_integer"  # atoms never break

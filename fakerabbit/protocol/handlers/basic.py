@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
-from fakerabbit.protocol.codec import CancelOk, ConsumeOk, GetOk, commands, typed_arguments
+from fakerabbit.protocol.codec import CancelOk, ConsumeOk, GetOk, arguments_of, commands
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.handlers.context import MethodChannel
@@ -23,7 +23,7 @@ def basic_qos(ch: MethodChannel, m: commands.Basic.Qos, payload: bytes) -> None:
 def basic_consume(ch: MethodChannel, m: commands.Basic.Consume, payload: bytes) -> None:
     session = ch.session
     queue = session.expand_queue_name(m.queue or "")
-    c = session.consume(queue, m.consumer_tag or "", bool(m.no_ack), bool(m.exclusive), typed_arguments(payload))
+    c = session.consume(queue, m.consumer_tag or "", bool(m.no_ack), bool(m.exclusive), arguments_of(m))
     if not m.nowait:
         ch.send(ConsumeOk(c.tag))
     session.start(c)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fakerabbit.protocol.codec import commands, strip_cr_lf, typed_arguments
+from fakerabbit.protocol.codec import arguments_of, commands, strip_cr_lf
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.handlers.context import MethodChannel
@@ -19,7 +19,7 @@ def exchange_declare(ch: MethodChannel, m: commands.Exchange.Declare, payload: b
         durable=bool(m.durable),
         auto_delete=bool(m.auto_delete),
         internal=bool(m.internal),
-        arguments=typed_arguments(payload),
+        arguments=arguments_of(m),
     )
     if not m.nowait:
         ch.send(commands.Exchange.DeclareOk())
@@ -40,7 +40,7 @@ def _binding(
         strip_cr_lf(m.destination or ""),
         strip_cr_lf(m.source or ""),
         m.routing_key or "",
-        typed_arguments(payload),
+        arguments_of(m),
         unbind=unbind,
     )
 

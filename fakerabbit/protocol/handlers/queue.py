@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker.session import REPLY_TO
-from fakerabbit.protocol.codec import DeclareOk, commands, strip_cr_lf, typed_arguments
+from fakerabbit.protocol.codec import DeclareOk, arguments_of, commands, strip_cr_lf
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.handlers.context import MethodChannel
@@ -30,7 +30,7 @@ def queue_declare(ch: MethodChannel, m: commands.Queue.Declare, payload: bytes) 
         durable=bool(m.durable),
         exclusive=bool(m.exclusive),
         auto_delete=bool(m.auto_delete),
-        arguments=typed_arguments(payload),
+        arguments=arguments_of(m),
     )
     session.last_queue = q.name
     if not m.nowait:
@@ -50,7 +50,7 @@ def _binding(ch: MethodChannel, m: commands.Queue.Bind | commands.Queue.Unbind, 
         queue,
         strip_cr_lf(m.exchange or ""),
         routing_key,
-        typed_arguments(payload),
+        arguments_of(m),
         unbind=unbind,
     )
 
