@@ -205,6 +205,13 @@ class Profile:
     #: 4.0.5 the latter, 4.3.6 the former; the text changed in rabbit_channel in 4.2.0).
     sac_get_error_prints_type_term: bool = False
 
+    @property
+    def release(self) -> tuple[int, int]:
+        """The requested ``(major, minor)``: code that differs by release and has no switch of its own (the
+        management API's shapes) compares this, never a version string."""
+        major, _, minor = self.name.partition(".")
+        return int(major), int(minor)
+
 
 # -------------------------------------------------------------------------------------------------------
 # building blocks

@@ -54,7 +54,7 @@ def parse_amqplain(response: bytes) -> tuple[str, str | None] | None:
     of another type; a PASSWORD of another type comes back as None: the login is refused (403). Checked on
     3.10.8, 4.0.5 and 4.3.6."""
     try:
-        pairs, _ = decode_table_pairs(struct.pack(">I", len(response)) + response)
+        pairs, _ = decode_table_pairs(struct.pack(">I", len(response)) + response, finite=True)
     except FieldError:
         return None
     found: dict[str, tuple[str, object]] = {}

@@ -219,3 +219,26 @@ def test_exchange_switches() -> None:
     assert "x-local-random" in get_profile("4.0").exchange_types
     assert "x-modulus-hash" not in get_profile("4.2").exchange_types
     assert "x-modulus-hash" in get_profile("4.3").exchange_types
+
+
+@pytest.mark.parametrize(
+    ("version", "release"), [("3.9", (3, 9)), ("3.10.8", (3, 10)), ("3.12", (3, 12)), ("4.0", (4, 0)), ("4.3", (4, 3))]
+)
+def test_release_is_the_requested_major_minor(version: str, release: tuple[int, int]) -> None:
+    assert get_profile(version).release == release
+
+
+def test_wire_settings_by_version() -> None:
+    """What channel.py and handshake.py once read off the version string."""
+    assert get_profile("3.13").amqp.max_message_size == 134217728
+    assert get_profile("4.0").amqp.max_message_size == 16777216
+    assert [get_profile(v).amqp.erlang_otp for v in ("3.10", "3.12", "3.13", "4.0", "4.1", "4.3")] == [
+        "25.2.3",
+        "25.2.3",
+        "26.2.5",
+        "26.2.5",
+        "27.3",
+        "27.3",
+    ]
+    assert get_profile("4.0").amqp.copyright.startswith("Copyright (c) 2007-2024 Broadcom")
+    assert get_profile("4.2").amqp.copyright.startswith("Copyright (c) 2007-2025 Broadcom")
