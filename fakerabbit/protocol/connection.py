@@ -32,6 +32,7 @@ from fakerabbit.broker import errors
 from fakerabbit.broker.broker import Broker, ConnectionInfo
 from fakerabbit.broker.session import Session, SessionSink
 from fakerabbit.protocol import framing
+from fakerabbit.protocol.addresses import host_port, url_host
 from fakerabbit.protocol.channel import ChannelHandler
 from fakerabbit.protocol.channel0 import CHANNEL_MAX, FRAME_MAX, HEARTBEAT, Channel0
 from fakerabbit.protocol.codec import encode_connection_start
@@ -184,8 +185,8 @@ class AMQPConnection(asyncio.Protocol):
         self.output.transport = self.transport
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
-            self.peer = f"{peer[0]}:{peer[1]}"
-            self.peer_ip = str(peer[0])
+            self.peer_ip, port = host_port(peer)  # IPv4-mapped as IPv4; "[::1]:port" as RabbitMQ names it
+            self.peer = f"{url_host(self.peer_ip)}:{port}"
         self.server.connections.add(self)
         self._timer = asyncio.get_event_loop().call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
 
