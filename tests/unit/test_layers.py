@@ -201,6 +201,14 @@ def test_known_cycles_are_still_cycles() -> None:
     assert stale == []
 
 
+def test_only_the_listener_names_the_connection() -> None:
+    """The connection is composed of collaborators (output, dispatch, channel0, error_handling, throttle,
+    heartbeat, channel, handlers) that each declare what they need of it as a Protocol: only the listener, which
+    creates connections, imports the module (``from pkg import mod`` included)."""
+    users = sorted(name for name, deps in module_graph().items() if "fakerabbit.protocol.connection" in deps)
+    assert users == ["fakerabbit.protocol.listener"]
+
+
 def test_the_cycle_finder_finds_cycles() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"} - {"e"}}
     assert cycles(graph) == [frozenset("abc")]
