@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.erlterm import Atom, ErlStr, pretty, write
 from fakerabbit.broker.fields import INTEGER_TAGS, Field, Table, type_name
 from fakerabbit.broker.profile import Profile
@@ -38,6 +38,7 @@ __all__ = [
     "STREAM_NOT_SUPPORTED",
     "TRANSIENT_NONEXCL_TEXT",
     "augment_declare_args",
+    "check_consumer_timeout_argument",
     "check_exchange_equivalence",
     "check_queue_equivalence",
     "deprecated_feature_text",
@@ -435,7 +436,7 @@ def validate_new_queue(
     rs = errors.rs_queue(name, vhost)
     dlx = args.get("x-dead-letter-exchange")
     if dlx is not None and dlx[0] != "S":
-        raise errors.PreconditionFailed(f"invalid type '{type_name(dlx[0])}' for arg 'x-dead-letter-exchange' in {rs}")
+        raise errors.PreconditionFailed(texts.invalid_dlx_type(type_name(dlx[0]), rs))
     qt_field = args.get("x-queue-type")
     if qt_field is not None and not (profile.empty_queue_type_is_default and qt_field == ("S", "")):
         err = _check_queue_type(qt_field, args)
@@ -459,7 +460,7 @@ def validate_new_queue(
     foreign = known.difference(own)
     for key in args:
         if key in foreign:
-            raise errors.PreconditionFailed(f"invalid arg '{key}' for {rs} of queue type rabbit_{queue_type}_queue")
+            raise errors.PreconditionFailed(texts.foreign_queue_arg(key, rs, queue_type))
     if not profile.transient_nonexclusive_queues and not durable and not exclusive:
         raise errors.InternalError(TRANSIENT_NONEXCL_TEXT)
     locator = args.get("x-queue-master-locator")
@@ -593,3 +594,20 @@ def number_value(field: Field | None) -> float | int | None:
     if field[0] in _FLOAT_CLASS:
         return float(field[1])
     return None
+
+
+def check_consumer_timeout_argument(args: Table, name: str, vhost: str, queue_type: str, profile: Profile) -> None:
+    """``basic.consume``'s ``x-consumer-timeout`` (``rabbit_amqqueue:check_consume_arguments/3``): from 4.3 a
+    consumer argument of quorum queues only (a non-negative integer; other queue types refuse it as another
+    type's argument: live 4.3.6). Before 4.3 no queue type knows it: accepted and ignored."""
+    field = args.get("x-consumer-timeout")
+    if field is None or profile.consumer_timeout != "quorum":
+        return
+    rs = errors.rs_queue(name, vhost)
+    if queue_type != "quorum":
+        raise errors.PreconditionFailed(
+            f"invalid arg 'x-consumer-timeout' for {rs} of queue type rabbit_{queue_type}_queue"
+        )
+    err = _non_neg_int(field, args)
+    if err is not None:
+        raise _invalid_arg("x-consumer-timeout", rs, err)

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from fakerabbit.broker import texts
 from fakerabbit.broker.arguments import int_value, number_value, str_value
 from fakerabbit.broker.erlterm import write
 from fakerabbit.broker.fields import Table
@@ -244,7 +245,7 @@ def _apply_to_error(apply_to: str, profile: Profile) -> str | None:
         )
     if apply_to in _APPLY_TO_BASIC:
         return None
-    return f"apply-to '{apply_to}' unrecognised; should be 'queues', 'exchanges' or 'all'"
+    return texts.apply_to_unrecognised(apply_to)
 
 
 def validate_policy(

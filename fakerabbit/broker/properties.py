@@ -30,6 +30,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final
 
+from fakerabbit.broker import texts
 from fakerabbit.broker.fields import (
     FieldError,
     Table,
@@ -196,11 +197,11 @@ def _decode_headers(raw: bytes, start: int, *, finite: bool = False) -> Table:
         table = decode_table(raw, start, finite=True)[0]
     except FieldError as exc:
         if finite:
-            raise PropertiesError(f"invalid headers table: {exc}") from None
+            raise PropertiesError(texts.invalid_headers_table(exc)) from None
         try:
             return decode_table(raw, start)[0]
         except FieldError as exc2:
-            raise PropertiesError(f"invalid headers table: {exc2}") from None
+            raise PropertiesError(texts.invalid_headers_table(exc2)) from None
     if len(raw) <= _CACHE_BLOCK_MAX:
         if len(_tables) >= _CACHE_ENTRIES:
             _tables.clear()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.erlterm import text_octets
 from fakerabbit.broker.erlterm import write as erl_write
 from fakerabbit.broker.profile import AMQPRules
@@ -178,7 +178,7 @@ class ChannelHandler:
             if exc.kind == "table":
                 raise framing.UnknownMethod(f"malformed field table in {cls.name} arguments") from None
             if exc.kind == "utf8":
-                raise errors.FrameError("Malformed UTF-8 in shortstr") from None
+                raise errors.FrameError(texts.MALFORMED_SHORTSTR) from None
             raise errors.FrameError(f"cannot decode {erl_write(args, pretty=False)}").at(ids) from None
         if self.state == "closing" and isinstance(method, commands.Channel.CloseOk):
             # rabbit_reader's post_process_frame: the reader forgets the channel at once, so a frame that follows
@@ -269,7 +269,7 @@ class ChannelHandler:
         # channel sends (another) channel.close for it
         no_last_queue = self._session is None or not self._session.last_queue
         if isinstance(method, _SHORTCUT_METHODS) and not method.queue and no_last_queue:
-            self.close_with(errors.NotFound("no previously declared queue"), ids)
+            self.close_with(errors.NotFound(texts.NO_PREVIOUS_QUEUE), ids)
             return
         if self.state == "closing":
             if isinstance(method, commands.Channel.CloseOk):
@@ -290,7 +290,7 @@ class ChannelHandler:
             return
         handler = HANDLERS.get(type(method))
         if handler is None:
-            raise errors.CommandInvalid("unimplemented method").at(ids)
+            raise errors.CommandInvalid(texts.UNIMPLEMENTED_METHOD).at(ids)
         self.run(ids, lambda: handler(self, method, payload))
 
     def _open(self) -> None:
@@ -475,6 +475,11 @@ class ChannelHandler:
         # channel afterwards (a queue.delete on the consumer's own channel gets delete-ok, then the cancel).
         if self._owner.capabilities.get("consumer_cancel_notify") is True:
             self._output.write_late(framing.encode_method(self.number, Cancel(consumer_tag, nowait=True)))
+
+    def close_channel(self, exc: errors.AMQPError) -> None:
+        """The broker closes this channel on its own (a consumer timeout: class and method ids 0)."""
+        if self.state == "open":
+            self.close_with(exc, (0, 0))
 
     def send_get(self, method: base.Frame, props: bytes, body: bytes) -> None:
         if self._confirmed or self._rejected:

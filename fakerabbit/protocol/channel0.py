@@ -13,7 +13,7 @@ import logging
 from collections.abc import Set
 from typing import Any, Protocol
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.broker import Broker
 from fakerabbit.broker.fields import table_to_python
 from fakerabbit.broker.session import ConnectionInfo
@@ -126,17 +126,13 @@ class Channel0:
             raise errors.SyntaxError_(f"{mechanism} response invalid")
         user, password = creds
         if password is None or not self._broker.auth.authenticate(user, password):
-            raise errors.AccessRefusedHard(
-                f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
-            )
+            raise errors.AccessRefusedHard(texts.login_refused(mechanism))
         conn = self._conn
         if user in self._loopback_users and not is_loopback(conn.peer_ip):
             # rabbit_access_control:check_user_loopback: refused like a bad password (the log would say "user
             # 'guest' can only connect via localhost")
             log.warning("connection %s: user '%s' can only connect via localhost", conn.peer, user)
-            raise errors.AccessRefusedHard(
-                f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
-            )
+            raise errors.AccessRefusedHard(texts.login_refused(mechanism))
         self.user = user
         self._send(0, commands.Connection.Tune(channel_max=CHANNEL_MAX, frame_max=FRAME_MAX, heartbeat=HEARTBEAT))
         conn.state = "tuning"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.erlterm import Atom, Term
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.channel import ChannelHandler
@@ -251,7 +251,7 @@ class Dispatcher:
             # handle_method0 catches what decoding throws: a field table that does not parse is a crash inside
             # its try (541 below), unlike on other channels where it kills the reader
             if exc.kind == "utf8":
-                raise errors.FrameError("Malformed UTF-8 in shortstr").at(ids) from None
+                raise errors.FrameError(texts.MALFORMED_SHORTSTR).at(ids) from None
             raise errors.InternalError("") from None
         self.flush_pending()  # the channels get through what they were sent before this
         if self._channel_failure is not None and isinstance(method, commands.Connection.Close):
@@ -265,9 +265,7 @@ class Dispatcher:
         channels = self._channels
         channel_max = self._conn.channel_max
         if len(channels) >= channel_max:
-            raise errors.NotAllowed(
-                f"number of channels opened ({len(channels)}) has reached the negotiated channel_max ({channel_max})"
-            )
+            raise errors.NotAllowed(texts.channel_max_reached(len(channels), channel_max))
         ch = channels[number] = self._conn.new_channel(number)
         return ch
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.protocol.codec import CancelOk, ConsumeOk, GetOk, arguments_of, commands
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def basic_cancel_ok(ch: MethodChannel, m: commands.Basic.CancelOk, payload: byte
     """4.3's rabbit_channel takes a client's cancel-ok as a cancel without a reply: the consumer goes quietly,
     and an unknown tag makes the channel send ``undefined`` (it crashes: 541). Before, 503."""
     if not ch.rules.client_cancel_ok:
-        raise errors.CommandInvalid("unimplemented method")
+        raise errors.CommandInvalid(texts.UNIMPLEMENTED_METHOD)
     if not ch.session.cancel(m.consumer_tag or ""):
         raise errors.InternalError("")
 
