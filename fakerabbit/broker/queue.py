@@ -405,15 +405,18 @@ class Queue:
             return "drop-head"
         return mode
 
-    def publish(self, msg: Message) -> bool:
-        """Enqueue a routed message. Returns False when the queue rejects it (overflow reject-publish)."""
+    def publish(self, msg: Message, untracked: bool = False) -> bool:
+        """Enqueue a routed message. Returns False when the queue rejects it (overflow reject-publish).
+
+        ``untracked``: an enqueue without an enqueuer (at-most-once dead-lettering), which a quorum queue's
+        ``reject-publish`` does not refuse: RabbitMQ blocks enqueuers, not the queue (``rabbit_fifo``)."""
         s = self.settings
         mode = s.overflow
         if mode != "drop-head" and (mode := self._overflow_mode()) != "drop-head":
             if self.is_quorum:
                 if self._qq_rejecting and self._below_soft_limit():
                     self._qq_rejecting = False
-                if self._qq_rejecting:
+                if self._qq_rejecting and not untracked:
                     self.ctx.events.emit("rejected-publish", msg, queue=self.name)
                     return False
             elif self._would_overflow(self.msg_bytes(msg)):

@@ -131,4 +131,6 @@ class DeadLetters:
                 if is_cycle(new, t.name, reason):
                     emit("dropped", new, queue=t.name, reason=reason, why="dead-letter cycle")
                     continue
-                t.publish(new)
+                # rabbit_dead_letter delivers untracked: a quorum target's reject-publish (enforced by each
+                # tracked enqueuer, rabbit_fifo_client) never refuses it
+                t.publish(new, untracked=True)
