@@ -425,3 +425,24 @@ def test_quorum_reject_publish_target_takes_every_dead_letter(
     with pytest.raises(pika.exceptions.NackError):
         confirming.basic_publish("", target, b"direct")
     assert ch.queue_declare(target, passive=True).method.message_count == 3
+
+
+# -- quorum basic.get: an expired message the dequeue exposes --------------------------------------------------
+
+
+@for_versions()
+@pytest.mark.parametrize("no_ack", [False, True])
+def test_quorum_get_counts_the_expired_message_it_exposes_unless_settled(
+    broker: Target, ch: BlockingChannel, no_ack: bool
+) -> None:
+    """FOUND.md 14. rabbit_fifo expires only at the head, at the start of a command: an unsettled dequeue's get-ok
+    still counts a TTL-0 message it exposed (the queue's timer drops it right after), while a no-ack dequeue
+    settles at once and that settle's checkout expires it first."""
+    q = quorum(broker, ch)
+    publish_all(ch, q, [("head", None, None), ("ttl0", None, "0")])
+    assert ready(broker, ch, q, 2) == 2
+    method, _, body = ch.basic_get(q, auto_ack=no_ack)
+    assert body == b"head"
+    assert method.message_count == (0 if no_ack else 1)
+    assert ready(broker, ch, q, 0) == 0
+    assert ch.basic_get(q, auto_ack=True) == (None, None, None)
