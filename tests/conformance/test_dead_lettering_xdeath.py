@@ -1,6 +1,6 @@
 """What dead-lettering does to the message: ``x-death``, ``x-first/last-death-*``, properties (spec C, D, E, G).
 
-Wire types and key order are read with :mod:`tests.conformance.rawclient` (pika hides them). The local RabbitMQ
+Wire types and key order are read with :mod:`tests.rawamqp` (pika hides them). The local RabbitMQ
 is 3.10, so the LEGACY layout is compared on both brokers with the fake on the "3.12" profile; the MC layout
 (3.13+) and the 4.x rules are asserted on the fake only, under their version marker.
 """
@@ -30,7 +30,7 @@ from tests.conformance.dlhelpers import (
     wait_ready,
     x_death_tables,
 )
-from tests.conformance.rawclient import RawClient, field_types
+from tests.rawamqp import RawAMQP, field_types
 
 S = "S"
 
@@ -119,8 +119,8 @@ def test_legacy_wire_layout_first_and_second_death(broker: Target, ch) -> None:
     ]
     assert [untimed(t) for t in x_death_tables(first)] == [entry_q]
     assert first.props.expiration is None and first.props.content_type == "text/plain"
-    with RawClient(broker.url) as raw:
-        raw.publish("", d1, first.props, first.body)  # back into d1 unchanged, then reject it there
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", d1, first.body, first.props)  # back into d1 unchanged, then reject it there
         raw.sync()
     method, _, _ = get(ch, d1)
     ch.basic_nack(method.delivery_tag, requeue=False)
@@ -598,8 +598,8 @@ def test_client_headers_untouched_without_dead_lettering(broker: Target, ch) -> 
     declare(ch, q)
     table = table_from_python({"zeta": 1, "Alpha": "x"})
     table["big"] = ("l", 5)
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, build_properties(headers=table), b"m")
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, b"m", build_properties(headers=table))
         raw.sync()
     msg = raw_get(broker, q)
     if broker.at_least("3.13"):
@@ -629,8 +629,8 @@ def test_xr3_legacy_client_x_death_is_edited_in_place(broker: Target, ch) -> Non
     dead = raw_get(broker, d)
     ch.queue_delete(q)
     declare(ch, q, x_dead_letter_exchange="", x_dead_letter_routing_key=d, x_message_ttl=1)
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, dead.props, dead.body)
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, dead.body, dead.props)
         raw.sync()
     broker.advance(0.05)
     msg = raw_get(broker, d)
@@ -671,8 +671,8 @@ def test_xr3_legacy_republished_repeat_increments(broker: Target, ch) -> None:
     """XR-3 (≤3.12): republishing a dead letter into the queue it died in and rejecting it again counts 2."""
     q, d = _republish_setup(broker, ch)
     dead = raw_get(broker, d)
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, dead.props, dead.body)
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, dead.body, dead.props)
         raw.sync()
     method, _, _ = get(ch, q)
     ch.basic_nack(method.delivery_tag, requeue=False)
@@ -687,8 +687,8 @@ def test_xr2_313_client_x_death_is_parsed(broker: Target, ch) -> None:
     client's ``x-first-death-*`` are kept."""
     q, d = _republish_setup(broker, ch)
     dead = raw_get(broker, d)
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, dead.props, dead.body)
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, dead.body, dead.props)
         raw.sync()
     method, _, _ = get(ch, q)
     ch.basic_nack(method.delivery_tag, requeue=False)
@@ -737,8 +737,8 @@ def test_xr1_client_x_death_delivered_unchanged_if_not_dead_lettered(broker: Tar
     q = broker.name("q")
     declare(ch, q)
     table = table_from_python({"x-death": [{"queue": "old", "count": 9}], "x-first-death-queue": "old"})
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, build_properties(headers=table), b"m")
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, b"m", build_properties(headers=table))
         raw.sync()
     assert raw_get(broker, q).headers == table
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pika import spec
 
-from tests.conformance.rawamqp import HEADER, RawAMQP
+from tests.rawamqp import HEADER, RawAMQP
 
 CYCLES = int(os.environ.get("FAKERABBIT_CHURN_CYCLES", "5000"))
 #: The allocator's arenas and the interpreter's caches fill up over the first few thousand connections (RSS

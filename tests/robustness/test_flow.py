@@ -11,7 +11,7 @@ import pytest
 from pika import spec
 
 from fakerabbit import FakeRabbit
-from tests.conformance.rawamqp import RawAMQP
+from tests.rawamqp import RawAMQP
 
 BODY = b"x" * 10_000
 

@@ -28,7 +28,7 @@ from pika import spec
 
 from fakerabbit import FakeRabbit
 from fakerabbit.protocol import connection as fake_connection
-from tests.conformance.rawamqp import Frame, RawAMQP, body_frame, frame, header_frame, method_frame
+from tests.rawamqp import Frame, RawAMQP, body_frame, frame, header_frame, method_frame
 from tests.realbrokers import newest
 
 _REAL = newest()

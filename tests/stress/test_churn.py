@@ -29,7 +29,7 @@ import pytest
 from pika import spec
 
 from fakerabbit import FakeRabbit
-from tests.conformance.rawamqp import HEADER, RawAMQP, body_frame, header_frame, method_frame
+from tests.rawamqp import HEADER, RawAMQP, body_frame, header_frame, method_frame
 
 CYCLES = 5000
 WARMUP = 500

@@ -44,7 +44,7 @@ from pika import spec
 
 from fakerabbit import FakeRabbit
 from fakerabbit.protocol import connection as fake_connection_module
-from tests.conformance.rawamqp import Close, Frame, RawAMQP, body_frame, frame, header_frame, method_frame
+from tests.rawamqp import Close, Frame, RawAMQP, body_frame, frame, header_frame, method_frame
 from tests.stress.conftest import REAL_URL, ErrorLog, fake_connection
 
 KEEP, KEEP_COUNT = "fuzz.keep", 5

@@ -22,7 +22,7 @@ import pytest
 from pika import spec
 
 from fakerabbit import FakeRabbit
-from tests.conformance.rawamqp import RawAMQP
+from tests.rawamqp import RawAMQP
 from tests.stress.conftest import fake_connection
 
 MESSAGE_SIZE = 65536
