@@ -23,7 +23,7 @@ from pika import spec
 
 from fakerabbit import FakeRabbit
 from tests.rawamqp import RawAMQP
-from tests.stress.conftest import fake_connection
+from tests.robustness.conftest import fake_connection
 
 MESSAGE_SIZE = 65536
 MESSAGES = 800  # 50 MiB
