@@ -145,7 +145,7 @@ def _worker_id(config: pytest.Config) -> str | None:
 
 
 def _check_management_for_xdist(settings: FakeRabbitSettings) -> None:
-    from fakerabbit_pytest.management import ManagementError
+    from .management import ManagementError
 
     api = settings.management_client()
     try:
@@ -212,8 +212,8 @@ class FakeRabbitSettings:
 
     def management_client(self) -> Any:
         """A :class:`fakerabbit_pytest.management.ManagementClient` for the real broker of ``real_url``."""
-        from fakerabbit_pytest.management import ManagementClient, default_management_url
-        from fakerabbit_pytest.wire import AmqpUrl
+        from .management import ManagementClient, default_management_url
+        from .wire import AmqpUrl
 
         assert self.real_url is not None
         target = AmqpUrl.parse(self.real_url)
@@ -376,10 +376,10 @@ class FakeRabbitSession:
         if self.real is None:
             from dataclasses import replace
 
-            from fakerabbit_pytest.management import ManagementError
-            from fakerabbit_pytest.proxy import RecordingProxy
-            from fakerabbit_pytest.real import RealRabbit
-            from fakerabbit_pytest.wire import AmqpUrl, MiniClient
+            from .management import ManagementError
+            from .proxy import RecordingProxy
+            from .real import RealRabbit
+            from .wire import AmqpUrl, MiniClient
 
             url = self.defaults.real_url
             assert url is not None
@@ -419,7 +419,7 @@ class FakeRabbitSession:
             if self.real.proxy is not None:
                 self.real.proxy.stop()
             if self.worker_vhost is not None and self.real.management is not None:
-                from fakerabbit_pytest.management import ManagementError
+                from .management import ManagementError
 
                 try:
                     self.real.management.delete_vhost(self.worker_vhost)
