@@ -370,3 +370,31 @@ def test_quorum_first_delivery_count_header(broker: Target, conn: pika.BlockingC
     else:  # 3.10: consumers get the publisher's headers untouched, a get x-delivery-count 0
         assert seen == [(b"plain", None), (b"empty", {}), (b"own", {"zz": 1, "a": 2})]
         assert list(props.headers.items()) == [("x-delivery-count", 0), ("zz", 1)]
+
+
+# -- 4.3: a quorum TTL-0 message returned by a closed channel is dead-lettered as a failed delivery --------
+
+
+@for_versions()
+def test_quorum_ttl0_message_returned_by_a_closed_channel_dead_letters_redelivered_on_43(
+    broker: Target, conn: pika.BlockingConnection
+) -> None:
+    """FOUND.md 12. A quorum queue with TTL 0 delivers to a waiting consumer; when that consumer's channel closes,
+    the returned message has expired and is dead-lettered carrying the failed delivery (rabbit_fifo:annotate_msg),
+    which 4.3's classic queue turns into redelivered=true (rabbit_variable_queue:update_delivery_count)."""
+    ch = conn.channel()
+    dlq = broker.name("dlq")
+    ch.queue_declare(dlq)
+    q = quorum(broker, ch, **{"x-message-ttl": 0, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+    consumer = conn.channel()
+    seen: list[bool] = []
+    consumer.basic_consume(q, lambda _c, m, _p, _b: seen.append(m.redelivered))
+    ch.basic_publish("", q, b"m")
+    pump(conn, lambda: len(seen) == 1)
+    assert seen == [False]
+    consumer.close()
+    ready(broker, ch, dlq, 1)
+    method, _, body = ch.basic_get(dlq, auto_ack=True)
+    assert body == b"m"
+    assert method.redelivered is broker.at_least("4.3")
+    assert ch.queue_declare(q, passive=True).method.message_count == 0
