@@ -194,6 +194,7 @@ class RawAMQP:
     start: Frame | None = None
     tune: Frame | None = None
     seen: list[Frame] = field(default_factory=list)
+    opened: bool = False  # connection.open-ok arrived
 
     # -- construction -----------------------------------------------------------------------------------------
     @classmethod
@@ -214,7 +215,7 @@ class RawAMQP:
         vhost: str | None = None,
         mechanism: str = "PLAIN",
         response: bytes | None = None,
-        client_properties: dict[str, Any] | None = None,
+        client_properties: dict[str, Any] | bytes | None = None,
         channel_max: int = 2047,
         frame_max: int = 131072,
         heartbeat: int = 0,
@@ -222,7 +223,9 @@ class RawAMQP:
     ) -> RawAMQP:
         """Handshake up to open-ok (or stop earlier: ``open=False`` stops after tune-ok).
 
-        If the broker refuses, the connection is returned as it stands; check :attr:`start` / :attr:`tune`.
+        ``client_properties`` as bytes is an encoded field table (length included), sent as it is: for tables
+        pika cannot encode, such as ones nested thousands deep. If the broker refuses, the connection is returned
+        as it stands; check :attr:`start` / :attr:`tune` / :attr:`opened`.
         """
         u = urlparse(url)
         user = unquote(u.username or "guest") if user is None else user
@@ -239,15 +242,27 @@ class RawAMQP:
                 if mechanism == "PLAIN"
                 else amqplain_response(user, password)
             )
-        c.send_method(
-            0,
-            spec.Connection.StartOk(
-                client_properties=DEFAULT_CLIENT_PROPERTIES if client_properties is None else client_properties,
-                mechanism=mechanism,
-                response=response,
-                locale="en_US",
-            ),
-        )
+        if isinstance(client_properties, bytes):
+            shortstr, longstr = struct.Struct(">B"), struct.Struct(">I")
+            args = (
+                client_properties
+                + shortstr.pack(len(mechanism))
+                + mechanism.encode()
+                + longstr.pack(len(response))
+                + response
+                + b"\x05en_US"
+            )
+            c.send(frame(1, 0, struct.pack(">HH", 10, 11) + args))
+        else:
+            c.send_method(
+                0,
+                spec.Connection.StartOk(
+                    client_properties=DEFAULT_CLIENT_PROPERTIES if client_properties is None else client_properties,
+                    mechanism=mechanism,
+                    response=response,
+                    locale="en_US",
+                ),
+            )
         f = c.read_frame()
         if f is None or f.name != "Connection.Tune":
             if f is not None:
@@ -257,7 +272,8 @@ class RawAMQP:
         c.send_method(0, spec.Connection.TuneOk(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat))
         if open:
             reply = c.rpc(0, spec.Connection.Open(virtual_host=vhost), "Connection.OpenOk")
-            if reply.name != "Connection.OpenOk":
+            c.opened = reply.name == "Connection.OpenOk"
+            if not c.opened:
                 c.seen.append(reply)
         return c
 
