@@ -1,6 +1,6 @@
 """Helpers shared by the dead-lettering, policy and CC/BCC conformance tests.
 
-They follow the vocabulary of RabbitMQ's ``dead_lettering_SUITE`` (spec section Q): ``setup(Q, DLQ, extra)``,
+They follow the vocabulary of RabbitMQ's ``dead_lettering_SUITE`` (deps/rabbit/test): ``setup(Q, DLQ, extra)``,
 ``pub``, ``get``, ``empty`` and ``ready``. Dead-lettering is asynchronous on a real broker (the source queue
 publishes to the DLX after the nack), so checks of a *target* queue go through :func:`eventually`, which retries
 briefly on the real broker and checks exactly once on the fake (where the effect is synchronous).

@@ -1,4 +1,4 @@
-"""Quorum queues with ``x-dead-letter-strategy: at-least-once`` (DLIM-6, DR-1's exception, CY-3).
+"""Quorum queues with ``x-dead-letter-strategy: at-least-once`` (``rabbit_quorum_queue:dlh/5``, ``rabbit_fifo_dlx``).
 
 A dead letter stays in the source queue until every queue the DLX routes it to accepted it. RabbitMQ retries
 what it holds when the queue's policy changes (at once) and every ``dead_letter_worker_publisher_confirm_timeout``
@@ -70,7 +70,8 @@ def test_alo_routes_like_at_most_once_when_the_route_exists(broker: Target, ch: 
 
 
 def test_dr1_missing_dlx_holds_the_message_until_the_policy_changes(broker: Target, ch: BlockingChannel) -> None:
-    """DR-1 exception: the DLX does not exist; the message is kept, not dropped. Declaring the exchange and
+    """``rabbit_fifo_dlx_integration_SUITE:dlx_missing``: the DLX does not exist; the message is kept, not dropped.
+    Declaring the exchange and
     binding is not enough (RabbitMQ's worker is not told); the next policy change of the queue retries it."""
     dlx = broker.exchange("dlx")
     dlq = broker.name("dlq")
@@ -97,8 +98,9 @@ def test_dr1_missing_dlx_holds_the_message_until_the_policy_changes(broker: Targ
 
 
 def test_cy3_a_cycling_dead_letter_is_held_until_the_route_changes(broker: Target, ch: BlockingChannel) -> None:
-    """CY-3: DLX "" and no DLRK route an expired message back to its own queue: a cycle. At-most-once drops it;
-    at-least-once keeps it until a policy gives a dead-letter routing key to another queue."""
+    """DLX "" and no DLRK route an expired message back to its own queue: a cycle. At-most-once drops it; at-least-once
+    keeps it until a policy gives a dead-letter routing key to another queue (RabbitMQ:
+    ``rabbit_fifo_dlx_integration_SUITE:cycle``)."""
     q = source(broker, ch, **{"x-dead-letter-exchange": ""})
     target = broker.name("target")
     ch.queue_declare(target, durable=True)
@@ -119,9 +121,9 @@ def test_cy3_a_cycling_dead_letter_is_held_until_the_route_changes(broker: Targe
 
 
 def test_held_dead_letters_count_towards_the_length_limit(broker: Target, ch: BlockingChannel) -> None:
-    """rabbit_fifo:is_over_limit counts the discards: with x-max-length 1 and nothing to route to, two expired
-    messages fill the queue (quorum queues accept one over the limit, ML-6), the third publish is nacked; once
-    the dead letters are delivered, publishing works again."""
+    """rabbit_fifo:is_over_limit counts the discards: with x-max-length 1 and nothing to route to, two expired messages
+    fill the queue (quorum queues accept one over the limit, ``rabbit_fifo``'s soft limit), the third publish is nacked;
+    once the dead letters are delivered, publishing works again."""
     ch.confirm_delivery()
     target = broker.name("target")
     ch.queue_declare(target, durable=True)
