@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import urllib.error
 import urllib.request
 from typing import Any
@@ -27,15 +28,18 @@ class ManagementError(RuntimeError):
 
 
 def default_management_url(target: AmqpUrl) -> str:
-    """``http://HOST:AMQP_PORT+10000`` (5672 → 15672), where RabbitMQ's defaults put it."""
-    host = f"[{target.host}]" if ":" in target.host else target.host
-    return f"http://{host}:{target.port + MANAGEMENT_PORT_OFFSET}"
+    """``http://HOST:AMQP_PORT+10000`` (5672 → 15672), where RabbitMQ's defaults put it; for ``amqps``
+    ``https://HOST:AMQPS_PORT+10000`` (5671 → 15671, RabbitMQ's documented HTTPS port)."""
+    scheme = "https" if target.tls else "http"
+    return f"{scheme}://{target.url_host}:{target.port + MANAGEMENT_PORT_OFFSET}"
 
 
 class ManagementClient:
     """A minimal blocking client of RabbitMQ's management HTTP API (basic auth with the AMQP URL's user)."""
 
-    def __init__(self, base_url: str, user: str, password: str, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, base_url: str, user: str, password: str, *, timeout: float = 10.0, ca_file: str | None = None
+    ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"management URL must be http(s)://host:port, not {base_url!r}")
@@ -43,6 +47,8 @@ class ManagementClient:
         self.user = user
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.timeout = timeout
+        #: An https:// API's certificate is checked against ``ca_file`` (None: the system's CAs).
+        self.ca_file = ca_file
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         """``method path`` with a JSON body; the decoded JSON answer (``None`` when empty)."""
@@ -52,7 +58,8 @@ class ManagementClient:
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            context = ssl.create_default_context(cafile=self.ca_file) if self.base_url.startswith("https:") else None
+            with urllib.request.urlopen(req, timeout=self.timeout, context=context) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
             text = exc.read().decode("utf-8", "replace")

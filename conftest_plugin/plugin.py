@@ -1,7 +1,8 @@
 """The fakerabbit pytest plugin, registered through the ``pytest11`` entry point: installing is enough.
 
 Fixtures: ``fakerabbit`` (a running :class:`~fakerabbit.FakeRabbit`, reset before each test), ``fakerabbit_url``,
-``fakerabbit_clock`` and ``fakerabbit_management_url`` (asking for it turns the management API on).
+``fakerabbit_clock``, ``fakerabbit_management_url`` (asking for it turns the management API on) and
+``fakerabbit_amqps_url`` (asking for it turns the amqps listener on; the CA is ``fakerabbit.ca_file``).
 One server is started per session (per pytest-xdist worker) the first time a test
 asks for it; a test whose ``@pytest.mark.fakerabbit(...)`` needs another RabbitMQ version, other users, vhosts
 or clock gets a server of its own, kept for later tests with the same settings.
@@ -33,7 +34,8 @@ MARKER = "fakerabbit"
 MARKER_HELP = (
     "fakerabbit(rabbitmq_version=None, users=None, vhosts=None, start_time=None, clock=None, "
     "dead_lettering=True, dead_letter_retry_interval=None, memory_high_watermark=None, management=False, "
-    "check_problems=None, fake_only=False, plugins=None): configure the fakerabbit fixture for one test"
+    "check_problems=None, fake_only=False, plugins=None, tls=False, management_tls=False): configure the "
+    "fakerabbit fixture for one test"
 )
 _MARKER_KEYS = frozenset(
     {
@@ -49,6 +51,8 @@ _MARKER_KEYS = frozenset(
         "check_problems",
         "fake_only",
         "plugins",
+        "tls",
+        "management_tls",
     }
 )
 _STASH = pytest.StashKey["FakeRabbitSession"]()
@@ -98,7 +102,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="do not fail tests in which a client hit an unsupported feature or broke the protocol",
     )
+    group.addoption(
+        "--fakerabbit-ca-file",
+        default=None,
+        metavar="PEM",
+        help="with an amqps:// --fakerabbit-url: the CA certificate the real broker's certificate is checked against "
+        "(rabbit.ca_file in tests)",
+    )
     parser.addini("fakerabbit_url", "like --fakerabbit-url", default="")
+    parser.addini("fakerabbit_ca_file", "like --fakerabbit-ca-file", default="")
+    parser.addini(
+        "fakerabbit_tls",
+        "serve amqps (rabbit.amqps_url, rabbit.ca_file) in every test's fake",
+        type="bool",
+        default=False,
+    )
     parser.addini("fakerabbit_management_url", "like --fakerabbit-management-url", default="")
     parser.addini(
         "fakerabbit_management", "serve the management HTTP API in every test's fake", type="bool", default=False
@@ -206,18 +224,31 @@ class FakeRabbitSettings:
     check_problems: bool = True
     fake_only: bool = False
     plugins: tuple[str, ...] = DEFAULT_PLUGINS
+    tls: bool = False
+    management_tls: bool = False
     real_url: str | None = None
     real_wait: bool = False
     management_url: str | None = None
+    ca_file: str | None = None
 
     def management_client(self) -> Any:
         """A :class:`fakerabbit_pytest.management.ManagementClient` for the real broker of ``real_url``."""
         from .management import ManagementClient, default_management_url
+
+        assert self.real_url is not None
+        target = self.real_target()
+        return ManagementClient(
+            self.management_url or default_management_url(target), target.user, target.password, ca_file=self.ca_file
+        )
+
+    def real_target(self) -> Any:
+        """The :class:`fakerabbit_pytest.wire.AmqpUrl` of ``real_url`` (with the ``--fakerabbit-ca-file``)."""
+        from dataclasses import replace
+
         from .wire import AmqpUrl
 
         assert self.real_url is not None
-        target = AmqpUrl.parse(self.real_url)
-        return ManagementClient(self.management_url or default_management_url(target), target.user, target.password)
+        return replace(AmqpUrl.parse(self.real_url), ca_file=self.ca_file)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> FakeRabbitSettings:
@@ -251,7 +282,9 @@ class FakeRabbitSettings:
             real_url=opt("fakerabbit_url", "fakerabbit_url") or None,
             real_wait=bool(opt("fakerabbit_real_wait", "fakerabbit_real_wait")),
             management=bool(config.getini("fakerabbit_management")),
+            tls=bool(config.getini("fakerabbit_tls")),
             management_url=opt("fakerabbit_management_url", "fakerabbit_management_url") or None,
+            ca_file=opt("fakerabbit_ca_file", "fakerabbit_ca_file") or None,
         )
 
     def with_marker(self, kwargs: Mapping[str, Any]) -> FakeRabbitSettings:
@@ -318,6 +351,8 @@ class FakeRabbitSettings:
             self.memory_high_watermark,
             self.management,
             self.plugins,
+            self.tls,
+            self.management_tls,
         )
 
 
@@ -366,6 +401,8 @@ class FakeRabbitSession:
                 memory_high_watermark=settings.memory_high_watermark,
                 management=settings.management,
                 plugins=settings.plugins,
+                tls=settings.tls,
+                management_tls=settings.management_tls,
             ).start()
             self.servers[key] = rabbit
         return rabbit
@@ -379,11 +416,9 @@ class FakeRabbitSession:
             from .management import ManagementError
             from .proxy import RecordingProxy
             from .real import RealRabbit
-            from .wire import AmqpUrl, MiniClient
+            from .wire import MiniClient
 
-            url = self.defaults.real_url
-            assert url is not None
-            target = AmqpUrl.parse(url)
+            target = self.defaults.real_target()
             api = self.defaults.management_client()
             problem = ""
             try:
@@ -468,6 +503,8 @@ def fakerabbit(request: pytest.FixtureRequest) -> Iterator[FakeRabbit]:
         pytest.fail(problem, pytrace=False)
     if "fakerabbit_management_url" in request.fixturenames and not settings.management:
         settings = _replace(settings, {"management": True})
+    if "fakerabbit_amqps_url" in request.fixturenames and not settings.tls:
+        settings = _replace(settings, {"tls": True})
     session = request.config.stash[_STASH]
     if settings.real_url is not None:
         yield from _real(session, settings)
@@ -525,6 +562,14 @@ def fakerabbit_management_url(fakerabbit: FakeRabbit) -> str:
     """``fakerabbit.management_url``: ``http://HOST:PORT`` of the RabbitMQ-compatible management HTTP API
     (asking for this fixture serves it; with ``--fakerabbit-url``: the real broker's management API)."""
     return fakerabbit.management_url
+
+
+@pytest.fixture
+def fakerabbit_amqps_url(fakerabbit: FakeRabbit) -> str:
+    """``fakerabbit.amqps_url``: the ``amqps://`` URL of the fake's TLS listener (asking for this fixture serves
+    it); trust ``fakerabbit.ca_file``. With ``--fakerabbit-url amqps://...``: that URL (the test is skipped for an
+    ``amqp://`` real broker)."""
+    return fakerabbit.amqps_url
 
 
 @pytest.fixture

@@ -35,6 +35,9 @@ ASYNC_CLOCK_SKIP = (
 )
 
 
+TLS_SKIP = "needs amqps (TLS); the real RabbitMQ is reached over amqp:// (pass --fakerabbit-url amqps://...)"
+
+
 def skip_here(reason: str) -> NoReturn:
     """Skip the running test, reported at the test's location rather than inside the plugin."""
     raise pytest.skip.Exception(reason, _use_item_location=True)
@@ -141,11 +144,38 @@ class RealRabbit:
     def url(self) -> str:
         """Where tests connect: the recording proxy (or the real broker itself for ``amqps``)."""
         t = self.target
-        host, port = ("127.0.0.1", self.proxy.port) if self.proxy is not None else (t.host, t.port)
+        host, port = ("127.0.0.1", self.proxy.port) if self.proxy is not None else (t.url_host, t.port)
         scheme = "amqps" if t.tls else "amqp"
         return (
             f"{scheme}://{quote(t.user, safe='')}:{quote(t.password, safe='')}@{host}:{port}/{quote(t.vhost, safe='')}"
         )
+
+    @property
+    def amqps_url(self) -> str:
+        """The real broker's ``amqps://`` URL (``--fakerabbit-url amqps://...``); skips the test for an
+        ``amqp://`` broker."""
+        if not self.target.tls:
+            skip_here(TLS_SKIP)
+        return self.url
+
+    @property
+    def ca_file(self) -> str:
+        """The CA file given with ``--fakerabbit-ca-file`` (skips the test without one)."""
+        if not self.target.tls:
+            skip_here(TLS_SKIP)
+        if self.target.ca_file is None:
+            skip_here("needs the real broker's CA certificate: pass --fakerabbit-ca-file (or fakerabbit_ca_file)")
+        return self.target.ca_file
+
+    @property
+    def client_cert(self) -> NoReturn:
+        """A client certificate for the real broker is not known to fakerabbit: skips the test."""
+        skip_here("rabbit.client_cert is the fake's own client certificate; a real broker's is not known")
+
+    @property
+    def client_key(self) -> NoReturn:
+        """See :attr:`client_cert`: skips the test."""
+        skip_here("rabbit.client_key is the fake's own client key; a real broker's is not known")
 
     @property
     def vhost(self) -> str:
@@ -156,6 +186,15 @@ class RealRabbit:
     def management_url(self) -> str:
         """``http://HOST:PORT`` of the real broker's management API (skips the test if it is unreachable)."""
         return self._management("the management API").base_url
+
+    @property
+    def management_https_url(self) -> str:
+        """``https://HOST:PORT`` of the real broker's management API when it is served over HTTPS (skips the
+        test otherwise)."""
+        url = self.management_url
+        if not url.startswith("https:"):
+            skip_here(f"needs the management API over HTTPS; the real broker's is {url}")
+        return url
 
     def _management(self, what: str) -> ManagementClient:
         if self.management is None:

@@ -8,6 +8,7 @@ proxy in :mod:`fakerabbit_pytest.proxy`.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +76,17 @@ class AmqpUrl:
     password: str
     vhost: str
     tls: bool
+    #: The CA (PEM file) an ``amqps`` broker's certificate is checked against (None: the system's CAs).
+    ca_file: str | None = None
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The client TLS context for an ``amqps`` URL."""
+        return ssl.create_default_context(cafile=self.ca_file)
+
+    @property
+    def url_host(self) -> str:
+        """The host as a URL writes it (an IPv6 address in brackets)."""
+        return f"[{self.host}]" if ":" in self.host else self.host
 
     @classmethod
     def parse(cls, url: str) -> AmqpUrl:
@@ -107,7 +119,14 @@ class MiniClient:
 
     def __init__(self, url: AmqpUrl, *, vhost: str | None = None, timeout: float = 10.0) -> None:
         self.url = url
-        self.sock = socket.create_connection((url.host, url.port), timeout=timeout)
+        sock = socket.create_connection((url.host, url.port), timeout=timeout)
+        if url.tls:
+            try:
+                sock = url.ssl_context().wrap_socket(sock, server_hostname=url.host)
+            except BaseException:
+                sock.close()
+                raise
+        self.sock = sock
         self._buf = bytearray()
         self._next_channel = 1
         self.server_properties: dict[str, Any] = {}

@@ -18,10 +18,11 @@ from fakerabbit.broker.delayed import DEFAULT_PLUGINS, KNOWN_PLUGINS, check_plug
 from fakerabbit.broker.errors import AMQPError
 from fakerabbit.broker.policy import PolicyError
 from fakerabbit.broker.profile import ACCEPTED_VERSIONS, get_profile
-from fakerabbit.management import ManagementListenError
+from fakerabbit.errors import ListenError
 from fakerabbit.management.ctl import add_ctl_parser
 from fakerabbit.management.ctl import run as run_ctl
 from fakerabbit.management.definitions import DefinitionsError, describe_error, import_definitions
+from fakerabbit.protocol.addresses import url_host
 from fakerabbit.server import FakeRabbit
 
 
@@ -71,7 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fakerabbit", description="A fake RabbitMQ for test suites.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run an AMQP 0-9-1 server")
-    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to listen on (default 127.0.0.1); 'localhost' listens on 127.0.0.1 and ::1, '::' on every "
+        "IPv6 and IPv4 interface, '::1' on IPv6 loopback",
+    )
     serve.add_argument("--port", type=int, default=5672, help="TCP port (default 5672; 0 picks a free one)")
     serve.add_argument("--clock", choices=("system", "virtual"), default="system", help="time source (default system)")
     serve.add_argument(
@@ -101,6 +107,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="port of the RabbitMQ-compatible management HTTP API (default 15672; 0 picks a free one)",
     )
     serve.add_argument("--no-management", action="store_true", help="do not serve the management HTTP API")
+    serve.add_argument(
+        "--tls-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="also serve AMQP over TLS (amqps) on this port (RabbitMQ's is 5671; 0 picks a free one), with a "
+        "certificate authority and certificates generated at start (the CA file's path is printed)",
+    )
+    serve.add_argument(
+        "--management-tls-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="also serve the management API over HTTPS on this port (RabbitMQ's is 15671; 0 picks a free one)",
+    )
+    serve.add_argument(
+        "--tls-dir",
+        default=None,
+        metavar="DIR",
+        help="write the generated CA, server and client certificates here (ca_certificate.pem, "
+        "client_certificate.pem, client_key.pem, ...) instead of a temporary directory",
+    )
     serve.add_argument(
         "--plugins",
         type=_plugins,
@@ -194,11 +222,16 @@ async def _serve(args: argparse.Namespace) -> int:
         dead_letter_retry_interval=args.dead_letter_retry_interval,
         plugins=args.plugins,
         loopback_users=[] if args.loopback_users == "none" else [u for u in args.loopback_users.split(",") if u],
+        tls=args.tls_port is not None,
+        tls_port=args.tls_port or 0,
+        management_tls=args.management_tls_port is not None and not args.no_management,
+        management_tls_port=args.management_tls_port or 0,
+        tls_dir=args.tls_dir,
     )
     try:
         await rabbit.start_async()
     except OSError as exc:
-        address = exc.address if isinstance(exc, ManagementListenError) else f"{args.host}:{args.port}"
+        address = exc.address if isinstance(exc, ListenError) else f"{url_host(args.host)}:{args.port}"
         if exc.errno == errno.EADDRINUSE:
             print(f"fakerabbit: {address} is already in use", file=sys.stderr)
         else:
@@ -222,6 +255,13 @@ async def _serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     if rabbit.management is not None:
         print(f"fakerabbit: management API on {rabbit.management_url}/api/", flush=True)
+        if rabbit.management.tls is not None:
+            print(f"fakerabbit: management API over HTTPS on {rabbit.management_https_url}/api/", flush=True)
+    if args.tls_port is not None or (rabbit.management is not None and rabbit.management.tls is not None):
+        print(f"fakerabbit: TLS certificate authority (trust it in clients): {rabbit.ca_file}", flush=True)
+        print(f"fakerabbit: client certificate {rabbit.client_cert}, key {rabbit.client_key}", flush=True)
+    if args.tls_port is not None:
+        print(f"fakerabbit: accepting AMQPS connections on {rabbit.amqps_url}", flush=True)
     print(f"fakerabbit: accepting AMQP connections on {rabbit.url}", flush=True)
     await stop.wait()
     await rabbit.stop_async()

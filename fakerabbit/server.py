@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
+import ssl
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -15,7 +17,10 @@ from urllib.parse import quote
 from fakerabbit.broker.broker import Broker
 from fakerabbit.broker.delayed import DEFAULT_PLUGINS
 from fakerabbit.clock import FollowingClock, SystemClock, VirtualClock, use_real_time
+from fakerabbit.errors import ListenError
+from fakerabbit.protocol.addresses import url_host
 from fakerabbit.protocol.listener import Listener
+from fakerabbit.protocol.tls import Certificates, server_context
 from fakerabbit.testing.api import TestingAPI
 
 if TYPE_CHECKING:
@@ -56,7 +61,9 @@ class FakeRabbit(TestingAPI):
     ``rabbit.url`` is the AMQP URL to connect to and ``rabbit.clock`` the clock the broker's time comes from.
 
     Args:
-        host: interface to listen on (loopback by default).
+        host: interface to listen on (loopback by default). ``"localhost"`` listens on ``127.0.0.1`` and
+            ``::1``, ``"::"`` on every IPv6 and IPv4 interface (dual-stack where the OS allows), ``"::1"`` on IPv6
+            loopback only; URLs write IPv6 addresses in brackets (``amqp://guest:guest@[::1]:5672/%2F``).
         port: TCP port; 0 picks a free one.
         users: user name -> password; every user gets full permissions on every vhost.
         vhosts: virtual hosts that exist.
@@ -71,6 +78,16 @@ class FakeRabbit(TestingAPI):
             ``docs/dead-lettering.md``.
         management: serve the RabbitMQ-compatible management HTTP API (``rabbit.management_url``).
         management_port: its TCP port; 0 (default) picks a free one.
+        tls: also serve AMQP over TLS (amqps, ``rabbit.amqps_url``, like RabbitMQ's 5671 next to 5672) with a
+            certificate authority and certificates generated for this node: ``rabbit.ca_file`` is the CA to trust,
+            ``rabbit.client_cert`` / ``rabbit.client_key`` a client certificate for mutual TLS (optional, verified
+            when presented). See ``docs/tls.md``.
+        tls_port: the amqps port; 0 (default) picks a free one.
+        management_tls: also serve the management API over HTTPS (``rabbit.management_https_url``, with the same
+            certificates); implies ``management=True``.
+        management_tls_port: its HTTPS port; 0 (default) picks a free one.
+        tls_dir: where the certificate files go (made if missing); default a temporary directory, removed when
+            this object is garbage-collected or the interpreter exits.
         memory_high_watermark: bytes of message bodies held (ready + unacknowledged) above which the memory alarm
             goes off: publishing connections are blocked (``connection.blocked``) until usage drops below it.
             ``None`` (default): never.
@@ -99,10 +116,21 @@ class FakeRabbit(TestingAPI):
         management_port: int = 0,
         plugins: Iterable[str] = DEFAULT_PLUGINS,
         loopback_users: Iterable[str] = ("guest",),
+        tls: bool = False,
+        tls_port: int = 0,
+        management_tls: bool = False,
+        management_tls_port: int = 0,
+        tls_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.host = host
         self._requested_port = port
         self.port = 0
+        self._requested_tls_port = tls_port
+        #: The amqps port (``FakeRabbit(tls=True)``; 0 before the start or without TLS).
+        self.tls_port = 0
+        self._tls = tls
+        self._certificates: Certificates | None = None
+        self._tls_context: ssl.SSLContext | None = None
         self.clock = _make_clock(clock, start_time)
         self._broker = Broker(
             self.clock,
@@ -121,11 +149,20 @@ class FakeRabbit(TestingAPI):
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._owns_loop = False
+        if tls or management_tls:
+            self._certificates = Certificates(host, client_name=self._first_user(), directory=tls_dir)
+            self._tls_context = server_context(self._certificates)
         self.management: ManagementServer | None = None
-        if management:
+        if management or management_tls:
             from fakerabbit.management import ManagementServer
 
-            self.management = ManagementServer(_Served(self), host, management_port)
+            self.management = ManagementServer(
+                _Served(self),
+                host,
+                management_port,
+                tls=self._tls_context if management_tls else None,
+                tls_port=management_tls_port,
+            )
 
     # -- deprecated: internals that used to be public -------------------------------------------------------
     @property
@@ -146,14 +183,51 @@ class FakeRabbit(TestingAPI):
         return self._call(fn)
 
     # -- addresses ------------------------------------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        """``amqp://USER:PASSWORD@HOST:PORT/%2F`` for the first user and vhost."""
+    def _first_user(self) -> str:
+        return next(iter(self._broker.auth.users), "guest")
+
+    def _amqp_url(self, scheme: str, port: int) -> str:
         user, password = next(iter(self._broker.auth.users.items()))
         vhost = next(iter(self._broker.vhosts))
-        return (
-            f"amqp://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/{quote(vhost, safe='')}"
-        )
+        credentials = f"{quote(user, safe='')}:{quote(password, safe='')}"
+        return f"{scheme}://{credentials}@{url_host(self.host)}:{port}/{quote(vhost, safe='')}"
+
+    @property
+    def url(self) -> str:
+        """``amqp://USER:PASSWORD@HOST:PORT/%2F`` for the first user and vhost (an IPv6 host in brackets:
+        ``amqp://guest:guest@[::1]:5672/%2F``)."""
+        return self._amqp_url("amqp", self.port)
+
+    @property
+    def amqps_url(self) -> str:
+        """``amqps://USER:PASSWORD@HOST:TLS_PORT/%2F``: the TLS listener (``FakeRabbit(tls=True)``). Its
+        certificate is signed by :attr:`ca_file` and valid for ``localhost``, ``127.0.0.1``, ``::1`` and the
+        listening host."""
+        if not self._tls:
+            raise RuntimeError("TLS is off: use FakeRabbit(tls=True)")
+        return self._amqp_url("amqps", self.tls_port)
+
+    def _certs(self) -> Certificates:
+        if self._certificates is None:
+            raise RuntimeError("TLS is off: use FakeRabbit(tls=True) (or management_tls=True)")
+        return self._certificates
+
+    @property
+    def ca_file(self) -> str:
+        """Path of the PEM file of the certificate authority that signed the server's (and the client's)
+        certificate: what a client trusts (``ssl.create_default_context(cafile=rabbit.ca_file)``)."""
+        return self._certs().ca_file
+
+    @property
+    def client_cert(self) -> str:
+        """Path of a client certificate (PEM) signed by :attr:`ca_file`, common name the first user, for mutual
+        TLS; the server asks for a client certificate and verifies it when one is presented."""
+        return self._certs().client_cert
+
+    @property
+    def client_key(self) -> str:
+        """Path of :attr:`client_cert`'s private key (PEM, unencrypted)."""
+        return self._certs().client_key
 
     @property
     def management_url(self) -> str:
@@ -162,15 +236,32 @@ class FakeRabbit(TestingAPI):
             raise RuntimeError("the management API is off: use FakeRabbit(management=True)")
         return self.management.url
 
-    async def _start_servers(self) -> int:
-        port = await self._listener.start(self.host, self._requested_port)
-        if self.management is not None:
-            try:
+    @property
+    def management_https_url(self) -> str:
+        """``https://HOST:PORT`` of the management API over HTTPS (``FakeRabbit(management_tls=True)``), with a
+        certificate signed by :attr:`ca_file`."""
+        if self.management is None or self.management.tls is None:
+            raise RuntimeError("the management API is not served over HTTPS: use FakeRabbit(management_tls=True)")
+        return self.management.https_url
+
+    async def _start_servers(self) -> tuple[int, int]:
+        port = await self._listen(self._requested_port)
+        tls_port = 0
+        try:
+            if self._tls:
+                tls_port = await self._listen(self._requested_tls_port, self._tls_context)
+            if self.management is not None:
                 await self.management.start()
-            except BaseException:
-                await self._listener.stop()
-                raise
-        return port
+        except BaseException:
+            await self._listener.stop()
+            raise
+        return port, tls_port
+
+    async def _listen(self, port: int, tls: ssl.SSLContext | None = None) -> int:
+        try:
+            return await self._listener.start(self.host, port, tls)
+        except OSError as exc:
+            raise ListenError(exc.errno, exc.strerror, f"{url_host(self.host)}:{port}") from exc
 
     async def _stop_servers(self) -> None:
         if self.management is not None:
@@ -179,10 +270,12 @@ class FakeRabbit(TestingAPI):
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> FakeRabbit:
-        """Start serving on a private event loop in a daemon thread; returns once connections are accepted."""
+        """Start serving on a private event loop in a daemon thread; returns once connections are accepted.
+        Raises :class:`~fakerabbit.ListenError` (``ManagementListenError`` for the management API) when a port
+        cannot be bound."""
         if self._loop is not None:
             raise RuntimeError("FakeRabbit is already running")
-        ready: concurrent.futures.Future[int] = concurrent.futures.Future()
+        ready: concurrent.futures.Future[tuple[int, int]] = concurrent.futures.Future()
         loop = asyncio.new_event_loop()
         use_real_time(loop)  # our own loop keeps real time while freezegun freezes time.monotonic
 
@@ -190,12 +283,12 @@ class FakeRabbit(TestingAPI):
             asyncio.set_event_loop(loop)
             try:
                 self._attach(loop)
-                port = loop.run_until_complete(self._start_servers())
+                ports = loop.run_until_complete(self._start_servers())
             except BaseException as exc:
                 ready.set_exception(exc)
                 loop.close()
                 return
-            ready.set_result(port)
+            ready.set_result(ports)
             loop.run_forever()
             loop.run_until_complete(self._stop_servers())
             loop.close()
@@ -205,7 +298,7 @@ class FakeRabbit(TestingAPI):
         self._thread = threading.Thread(target=run, name="fakerabbit", daemon=True)
         self._thread.start()
         try:
-            self.port = ready.result()
+            self.port, self.tls_port = ready.result()
         except BaseException:
             self._loop = None
             self._thread = None
@@ -224,12 +317,12 @@ class FakeRabbit(TestingAPI):
         self._thread = None
 
     async def start_async(self) -> FakeRabbit:
-        """Start serving on the running event loop."""
+        """Start serving on the running event loop (raises :class:`~fakerabbit.ListenError` like :meth:`start`)."""
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._owns_loop = False
         self._attach(loop)
-        self.port = await self._start_servers()
+        self.port, self.tls_port = await self._start_servers()
         return self
 
     async def stop_async(self) -> None:

@@ -82,10 +82,18 @@ def overview(ctx: Ctx) -> Response:
     ready = sum(q.ready_count for q in queues)
     unacked = sum(q.unacked for q in queues)
     held = _held(queues)
-    listeners = [{"node": NODE, "protocol": "amqp", "ip_address": rabbit.host, "port": rabbit.port}]
-    mgmt = rabbit.management
-    if mgmt is not None:
-        listeners.append({"node": NODE, "protocol": "http", "ip_address": mgmt.host, "port": mgmt.port})
+    bound = [*rabbit.server.bound, *(rabbit.management.bound if rabbit.management is not None else ())]
+    tls_key = newer_than_4_0(broker)  # live 4.3.6 says whether each listener uses TLS; 4.0.5 and 3.10.8 do not
+    listeners = [
+        {
+            "node": NODE,
+            "protocol": b.protocol,
+            "ip_address": b.ip_address,
+            "port": b.port,
+            **({"tls": b.protocol in ("amqp/ssl", "https")} if tls_key else {}),
+        }
+        for b in bound
+    ]
     return json_response(
         200,
         {
@@ -298,7 +306,8 @@ def list_connections(ctx: Ctx) -> Response:
     conns = _conns(ctx)
     vhost = ctx.vhost().name if "vhost" in ctx.params else None
     infos = [c for c in conns.all(ctx.broker) if vhost is None or c.vhost == vhost]
-    return listing(ctx, (connection_json(c, conns) for c in infos))
+    serial = newer_than_4_0(ctx.broker)
+    return listing(ctx, (connection_json(c, conns, serial_number=serial) for c in infos))
 
 
 def _connection(ctx: Ctx, *, write: bool = False) -> ConnectionInfo:
@@ -318,7 +327,9 @@ def _own(ctx: Ctx, owner: str, *, write: bool = False) -> None:
 
 
 def get_connection(ctx: Ctx) -> Response:
-    return json_response(200, connection_json(_connection(ctx), _conns(ctx)))
+    info = _connection(ctx)
+    serial = newer_than_4_0(ctx.broker)
+    return json_response(200, connection_json(info, _conns(ctx), serial_number=serial, single=True))
 
 
 def delete_connection(ctx: Ctx) -> Response:

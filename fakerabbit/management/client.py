@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -36,7 +37,9 @@ class HTTPFailure(CtlError):
 class Client:
     """A minimal management API client on urllib."""
 
-    def __init__(self, url: str, username: str | None, password: str | None, timeout: float = 30.0) -> None:
+    def __init__(
+        self, url: str, username: str | None, password: str | None, timeout: float = 30.0, cafile: str | None = None
+    ) -> None:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         self.username = username if username is not None else (parts.username or "guest")
         self.password = password if password is not None else (parts.password or "guest")
@@ -46,6 +49,13 @@ class Client:
             netloc += f":{parts.port}"
         self.base = urlunsplit((parts.scheme or "http", netloc, parts.path.rstrip("/"), "", ""))
         self.timeout = timeout
+        #: How an https:// URL's certificate is verified: against ``cafile``, else the system's CAs.
+        self.context: ssl.SSLContext | None = None
+        if cafile:
+            try:
+                self.context = ssl.create_default_context(cafile=cafile)
+            except (OSError, ssl.SSLError) as exc:
+                raise CtlError(f"cannot read the CA certificate {cafile}: {exc}", EX_USAGE) from None
 
     def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
         """Send a request; returns the parsed JSON answer (``None`` for an empty one)."""
@@ -58,7 +68,7 @@ class Client:
         for k, v in (headers or {}).items():
             req.add_header(k, v)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.context) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
             raw = exc.read()

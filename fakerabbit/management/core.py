@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from fakerabbit.broker.broker import Broker
     from fakerabbit.broker.vhost import Vhost
     from fakerabbit.clock import FollowingClock, SystemClock, VirtualClock
-    from fakerabbit.protocol.listener import Listener
+    from fakerabbit.protocol.listener import BoundAddress, Listener
 
 JSON_HEADERS = {"content-type": "application/json"}
 
@@ -29,6 +29,9 @@ class Listening(Protocol):
 
     @property
     def port(self) -> int: ...
+
+    @property
+    def bound(self) -> Sequence[BoundAddress]: ...
 
 
 class ServedNode(Protocol):

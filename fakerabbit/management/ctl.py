@@ -6,7 +6,8 @@ documentation writes it for ``rabbitmqctl``. Output follows rabbitmqctl: an info
 ``Error:`` and a reason; exit status 69 when the broker refuses, 64 for bad usage, 0 otherwise.
 
 The API is found at ``--management-url`` (default ``$FAKERABBIT_MANAGEMENT_URL``, else
-``http://guest:guest@127.0.0.1:15672``); credentials come from the URL or ``--username`` / ``--password``.
+``http://guest:guest@127.0.0.1:15672``; an IPv6 host in brackets, ``http://[::1]:15672``); credentials come from the
+URL or ``--username`` / ``--password``; an ``https://`` URL is verified against ``--cacert``.
 """
 
 from __future__ import annotations
@@ -82,6 +83,15 @@ CONNECTION_COLUMNS = (
     "channel_max",
     "client_properties",
     "user_provided_name",
+    "auth_mechanism",
+    "ssl",
+    "ssl_protocol",
+    "ssl_key_exchange",
+    "ssl_cipher",
+    "ssl_hash",
+    "peer_cert_subject",
+    "peer_cert_issuer",
+    "peer_cert_validity",
 )
 CONSUMER_COLUMNS = (
     "queue_name",
@@ -428,6 +438,13 @@ def _common(suppress: bool) -> _Parser:
         metavar="URL",
         help="the management API (default $FAKERABBIT_MANAGEMENT_URL or http://guest:guest@127.0.0.1:15672)",
     )
+    p.add_argument(
+        "--cacert",
+        default=default(os.environ.get("FAKERABBIT_CA_FILE") or None),
+        metavar="FILE",
+        help="CA certificate (PEM) to trust for an https:// management URL, e.g. the one `fakerabbit serve "
+        "--management-tls-port` prints (default $FAKERABBIT_CA_FILE, else the system's CAs)",
+    )
     p.add_argument("--username", default=default(None), help="user (default: from the URL, else guest)")
     p.add_argument("--password", default=default(None), help="password (default: from the URL, else guest)")
     p.add_argument("-p", "--vhost", default=default("/"), help="virtual host (default /)")
@@ -514,9 +531,11 @@ def add_ctl_parser(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Run a parsed ``fakerabbit ctl`` command."""
     out = Output(args.quiet, not args.no_table_headers)
-    client = Client(args.management_url, args.username, args.password, timeout=max(args.timeout, 1.0))
     func: Command = args.func
     try:
+        client = Client(
+            args.management_url, args.username, args.password, timeout=max(args.timeout, 1.0), cafile=args.cacert
+        )
         status = func(client, args, out)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return status

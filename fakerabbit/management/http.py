@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -26,6 +27,8 @@ from http import HTTPStatus
 from urllib.parse import parse_qsl, unquote
 
 import h11
+
+from fakerabbit.protocol.addresses import bind, host_port
 
 log = logging.getLogger("fakerabbit.management")
 
@@ -119,23 +122,36 @@ class HTTPServer:
         self.head_timeout = head_timeout
         self.body_timeout = body_timeout
         self.idle_timeout = idle_timeout
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        #: (address, port, over TLS) of every listening socket.
+        self.bound: list[tuple[str, int, bool]] = []
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.port = 0
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0 picks a free port); returns the port."""
-        self._server = await asyncio.start_server(self._client, host, port, reuse_address=True)
-        self.port = int(self._server.sockets[0].getsockname()[1])
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> int:
+        """Listen on ``host:port`` (every address ``host`` stands for; port 0 picks a free one), over HTTPS when
+        ``tls`` is given; may be called again for another port. Returns the port."""
+        socks = bind(host, port)
+        self.port = int(socks[0].getsockname()[1])
+        try:
+            for sock in socks:
+                self._servers.append(await asyncio.start_server(self._client, sock=sock, ssl=tls))
+                self.bound.append((host_port(sock.getsockname())[0], self.port, tls is not None))
+        except BaseException:
+            for sock in socks:
+                sock.close()
+            raise
         return self.port
 
     async def stop(self) -> None:
         """Stop listening and close every open client connection."""
-        server, self._server = self._server, None
-        if server is None:
+        servers, self._servers = self._servers, []
+        self.bound = []
+        if not servers:
             return
-        server.close()
+        for server in servers:
+            server.close()
         for w in list(self._writers):
             w.close()
         tasks = [t for t in self._tasks if not t.done()]
@@ -143,8 +159,9 @@ class HTTPServer:
             t.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=2)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(server.wait_closed(), timeout=2)
+        for server in servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), timeout=2)
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -177,7 +194,7 @@ class HTTPServer:
                     conn.start_next_cycle()
                 except h11.LocalProtocolError:  # the client had not finished sending: close
                     return
-        except (_Dropped, ConnectionError, asyncio.CancelledError, h11.LocalProtocolError):
+        except (_Dropped, ConnectionError, ssl.SSLError, asyncio.CancelledError, h11.LocalProtocolError):
             return
         finally:
             self._writers.discard(writer)

@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 import platform
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fakerabbit.management.core import APIError, Ctx, at_least_4, json_response, newer_than_4_0, not_found
 from fakerabbit.management.http import Response
 from fakerabbit.management.render import NODE
+
+if TYPE_CHECKING:
+    from fakerabbit.protocol.listener import BoundAddress
 
 _STARTED = time.monotonic()
 
@@ -227,25 +230,33 @@ def _failed(reason: str, **extra: Any) -> Response:
     return json_response(503, {"status": "failed", "reason": reason, **extra})
 
 
-def _ports(ctx: Ctx) -> list[int]:
+def _bound(ctx: Ctx) -> list[BoundAddress]:
     rabbit = ctx.rabbit
-    ports = [rabbit.port]
-    if rabbit.management is not None:
-        ports.append(rabbit.management.port)
-    return sorted(ports)
+    return [*rabbit.server.bound, *(rabbit.management.bound if rabbit.management is not None else ())]
+
+
+def _ports(ctx: Ctx) -> list[int]:
+    return sorted({b.port for b in _bound(ctx)})
 
 
 def _protocols(ctx: Ctx) -> list[str]:
-    return ["amqp", "http"] if ctx.rabbit.management is not None else ["amqp"]
+    return list(dict.fromkeys(b.protocol for b in _bound(ctx)))
 
 
+#: ``rabbit_mgmt_wm_health_check_protocol_listener:normalize_protocol/1`` (the AMQP 0-9-1 and HTTP names; any
+#: other name stands for itself).
 _ALIASES = {
-    "amqp": "amqp",
     "amqp091": "amqp",
     "amqp0.9.1": "amqp",
     "amqp0-9-1": "amqp",
-    "http": "http",
+    "amqp0_9_1": "amqp",
+    "amqps": "amqp/ssl",
+    "http1": "http",
+    "http1.1": "http",
+    "http_api": "http",
     "management": "http",
+    "management_ui": "http",
+    "ui": "http",
 }
 
 
@@ -275,9 +286,10 @@ def health_check(ctx: Ctx) -> Response:
         wanted = rest[1].lower()
         protocols = _protocols(ctx)
         four = newer_than_4_0(ctx.broker)  # live 4.3.6 lists the protocols; 4.0.5 and 3.10.8 name one
-        if _ALIASES.get(wanted) in protocols:
-            return _ok(protocols=protocols) if four else _ok(protocol=_ALIASES[wanted])
-        return _failed("No active listener", missing=[wanted] if four else wanted, protocols=protocols)
+        protocol = _ALIASES.get(wanted, wanted)
+        if protocol in protocols:
+            return _ok(protocols=protocols) if four else _ok(protocol=protocol)
+        return _failed("No active listener", missing=[protocol] if four else protocol, protocols=protocols)
     if name == "node-is-quorum-critical":
         return _ok(reason="single node cluster")
     return _ok()

@@ -18,6 +18,7 @@ from fakerabbit.broker.fields import Field, FieldError, Table, from_python
 from fakerabbit.broker.policy import Policy
 from fakerabbit.broker.queue import Consumer, Queue
 from fakerabbit.broker.session import ConnectionInfo, Session
+from fakerabbit.protocol.addresses import url_host
 
 if TYPE_CHECKING:
     from fakerabbit.broker.broker import Broker
@@ -113,9 +114,11 @@ def json_to_table(values: Mapping[str, Any]) -> Table:
 
 # -- connections and channels ----------------------------------------------------------------------------------------
 def _split_peer(peer: str) -> tuple[str, int]:
+    """``"127.0.0.1:50000"`` or ``"[::1]:50000"`` -> (host, port): ``peer_host`` is ``rabbit_misc:ntoa/1``'s
+    form, IPv6 without brackets."""
     host, _, port = peer.rpartition(":")
     try:
-        return host, int(port)
+        return host.removeprefix("[").removesuffix("]"), int(port)
     except ValueError:
         return peer, 0
 
@@ -130,9 +133,10 @@ class Connections:
         return self.server.details(info)
 
     def name(self, info: ConnectionInfo) -> str:
-        """RabbitMQ's connection name: ``"127.0.0.1:50000 -> 127.0.0.1:5672"``."""
+        """RabbitMQ's connection name: ``"127.0.0.1:50000 -> 127.0.0.1:5672"``, IPv6 addresses in brackets
+        (``rabbit_net:connection_string/2``)."""
         d = self.details(info)
-        local = f"{d.local_host}:{d.local_port}" if d is not None and d.local_host else ""
+        local = f"{url_host(d.local_host)}:{d.local_port}" if d is not None and d.local_host else ""
         return f"{info.peer} -> {local}" if info.peer and local else info.name
 
     def all(self, broker: Broker) -> list[ConnectionInfo]:
@@ -145,12 +149,21 @@ class Connections:
         return None
 
 
-def connection_json(info: ConnectionInfo, conns: Connections) -> dict[str, Any]:
-    """``GET /api/connections`` item."""
+def connection_json(
+    info: ConnectionInfo, conns: Connections, *, serial_number: bool = False, single: bool = False
+) -> dict[str, Any]:
+    """``GET /api/connections`` item (``single``: ``GET /api/connections/{name}``); ``serial_number`` adds
+    ``peer_cert_serial_number`` (live 4.3.6 has it, 4.0.5 and 3.10.8 do not). The ``ssl_*`` and ``peer_cert_*``
+    items are ``rabbit_ssl:info/2`` and ``rabbit_cert_info``'s; RabbitMQ's ``''`` for "none" (a plain connection,
+    no client certificate) is null in the list and ``""`` for a single connection (live 3.10.8, 4.0.5, 4.3.6)."""
     conn = conns.details(info)
     name = conns.name(info)
     peer_host, peer_port = _split_peer(info.peer)
     host, port = (conn.local_host, conn.local_port) if conn is not None else ("", 0)
+    tls = conn.tls if conn is not None else None
+    empty = "" if single else None
+    cert = (tls.peer_cert_subject, tls.peer_cert_issuer, tls.peer_cert_validity) if tls is not None else ()
+    subject, issuer, validity = (v if v is not None else empty for v in cert) if cert else (empty, empty, empty)
     props = jsonable(dict(info.client_properties))
     user_name = props.get("connection_name") if isinstance(props, dict) else None
     out: dict[str, Any] = {
@@ -162,14 +175,18 @@ def connection_json(info: ConnectionInfo, conns: Connections) -> dict[str, Any]:
         "host": host,
         "name": name,
         "node": NODE,
-        "peer_cert_issuer": None,
-        "peer_cert_subject": None,
-        "peer_cert_validity": None,
+        "peer_cert_issuer": issuer,
+        "peer_cert_subject": subject,
+        "peer_cert_validity": validity,
         "peer_host": peer_host,
         "peer_port": peer_port,
         "port": port,
         "protocol": "AMQP 0-9-1",
-        "ssl": False,
+        "ssl": tls is not None,
+        "ssl_cipher": tls.cipher if tls is not None else empty,
+        "ssl_hash": tls.hash if tls is not None else empty,
+        "ssl_key_exchange": tls.key_exchange if tls is not None else empty,
+        "ssl_protocol": tls.protocol if tls is not None else empty,
         "state": "running",
         "timeout": conn.heartbeat if conn is not None else 0,
         "type": "network",
@@ -177,6 +194,9 @@ def connection_json(info: ConnectionInfo, conns: Connections) -> dict[str, Any]:
         "user_who_performed_action": info.user,
         "vhost": info.vhost,
     }
+    if serial_number:
+        serial = tls.peer_cert_serial_number if tls is not None else None
+        out["peer_cert_serial_number"] = serial if serial is not None else empty
     if user_name is not None:
         out["user_provided_name"] = user_name
     return out

@@ -26,6 +26,7 @@ from fakerabbit.broker import errors
 from fakerabbit.broker.broker import ConnectionInfo
 from fakerabbit.clock import real_monotonic
 from fakerabbit.protocol import channel0, dispatch, error_handling, framing, heartbeat, output, throttle
+from fakerabbit.protocol.addresses import host_port, url_host
 from fakerabbit.protocol.channel import ChannelHandler
 from fakerabbit.protocol.channel0 import CHANNEL_MAX, FRAME_MAX, HEARTBEAT
 from fakerabbit.protocol.codec import encode_connection_start
@@ -125,8 +126,8 @@ class AMQPConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
-            self.peer = f"{peer[0]}:{peer[1]}"
-            self.peer_ip = str(peer[0])
+            self.peer_ip, port = host_port(peer)  # IPv4-mapped as IPv4; "[::1]:port" as RabbitMQ names it
+            self.peer = f"{url_host(self.peer_ip)}:{port}"
         self.server.connections.add(self)
         self._timer = self._loop().call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
 

@@ -8,28 +8,41 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fakerabbit.broker.broker import Broker, ConnectionInfo
+from fakerabbit.protocol.addresses import bind, host_port
 from fakerabbit.protocol.alarms import ResourceAlarms
+from fakerabbit.protocol.tls import TLSDetails, drain_tls, tls_details
 
 if TYPE_CHECKING:
     from fakerabbit.protocol.connection import AMQPConnection
 
-__all__ = ["ConnectionDetails", "Listener"]
+__all__ = ["BoundAddress", "ConnectionDetails", "Listener"]
 
 
 @dataclass(frozen=True, slots=True)
 class ConnectionDetails:
-    """What the wire knows of a connection and the broker does not: its local address and tuned limits."""
+    """What the wire knows of a connection and the broker does not: its local address, tuned limits and TLS."""
 
     local_host: str
     local_port: int
     channel_max: int
     frame_max: int
     heartbeat: int
+    tls: TLSDetails | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BoundAddress:
+    """One listening socket, as RabbitMQ's ``listeners`` show it: ``amqp`` or ``amqp/ssl``, address, port."""
+
+    protocol: str
+    ip_address: str
+    port: int
 
 
 class Listener:
@@ -44,37 +57,52 @@ class Listener:
         self.on_inbound: Callable[[], object] | None = None
         #: Memory/disk alarms and the publisher blocking they cause (see fakerabbit.protocol.alarms).
         self.alarms = ResourceAlarms(self)
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        #: The listening sockets (``amqp`` and, with TLS, ``amqp/ssl``), in the order they were bound.
+        self.bound: list[BoundAddress] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         #: RabbitMQ's ``loopback_users``: these users may log in only from a loopback address.
         self.loopback_users: frozenset[str] = frozenset({"guest"})
 
-    async def start(self, host: str, port: int) -> int:
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> int:
+        """Listen on ``host`` (every address it stands for: see :func:`~fakerabbit.protocol.addresses.bind`) at
+        ``port`` (0: a free one), with TLS when ``tls`` is given (amqps); may be called again for another port.
+        Returns the port."""
         from fakerabbit.protocol.connection import AMQPConnection
 
         self.loop = asyncio.get_running_loop()
-        self._server = await self.loop.create_server(lambda: AMQPConnection(self), host, port, reuse_address=True)
-        sock = self._server.sockets[0]
-        return int(sock.getsockname()[1])
+        socks = bind(host, port)
+        bound = int(socks[0].getsockname()[1])
+        try:
+            for sock in socks:
+                server = await self.loop.create_server(lambda: AMQPConnection(self), sock=sock, ssl=tls)
+                self._servers.append(server)
+                ip, _ = host_port(sock.getsockname())
+                self.bound.append(BoundAddress("amqp/ssl" if tls is not None else "amqp", ip, bound))
+        except BaseException:
+            for sock in socks:
+                sock.close()
+            raise
+        return bound
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
         for c in list(self.connections):
             c.abort()
-        if self._server is not None:
-            await self._server.wait_closed()
-        self._server = None
+        for server in servers:
+            await server.wait_closed()
+        self.bound = []
 
     def details(self, info: ConnectionInfo) -> ConnectionDetails | None:
         """The wire details of the connection behind ``info`` (None once it is gone)."""
         for c in self.connections:
             if c.info is info:
-                host, port = "", 0
-                sock = c.transport.get_extra_info("sockname") if c.transport is not None else None
-                if isinstance(sock, tuple):
-                    host, port = str(sock[0]), int(sock[1])
-                return ConnectionDetails(host, port, c.channel_max, c.frame_max, c.heartbeat)
+                transport = c.transport
+                host, port = host_port(transport.get_extra_info("sockname") if transport is not None else None)
+                tls = tls_details(transport.get_extra_info("ssl_object")) if transport is not None else None
+                return ConnectionDetails(host, port, c.channel_max, c.frame_max, c.heartbeat, tls)
         return None
 
     def abort_all(self) -> int:
@@ -121,6 +149,9 @@ class Listener:
             if sock is None:
                 continue
             fd = sock.fileno()
+            if transport.get_extra_info("sslcontext") is not None:
+                drain_tls(transport, fd)
+                continue
             while not conn.closed:
                 try:
                     data = os.read(fd, 262144)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import fcntl
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 
 from fakerabbit import FakeRabbit
 from tests.clients.conftest import REAL_URL, ClientTarget, not_found
+from tests.netsupport import IPV6_PROBLEM
 from tests.realbrokers import real_brokers
 
 NODE_DIR = Path(__file__).parent / "node"
@@ -63,8 +65,9 @@ QUEUES = ("work", "delay", "dead", "lost", "missing")
 EXCHANGES = ("events", "unrouted", "dlx")
 
 
-def run_node_session(script: Path, broker: ClientTarget) -> dict[str, Any]:
-    """Run the script, letting the TTL pass when it asks (``WAIT ttl``); return its JSON."""
+def run_node_session(script: Path, broker: ClientTarget, ca_file: str | None = None) -> dict[str, Any]:
+    """Run the script, letting the TTL pass when it asks (``WAIT ttl``); return its JSON. ``ca_file``: the CA an
+    ``amqps://`` URL's certificate is checked against."""
     for base in QUEUES:
         broker.name(base)  # the script's names, so that the real broker is cleaned up even if it fails
     for base in EXCHANGES:
@@ -76,6 +79,7 @@ def run_node_session(script: Path, broker: ClientTarget) -> dict[str, Any]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "AMQP_CA_FILE": ca_file} if ca_file is not None else None,
     )
     assert proc.stdin is not None and proc.stdout is not None
     try:
@@ -247,3 +251,22 @@ def test_node_amqplib_same_json_on_both_brokers(
             with FakeRabbit(rabbitmq_version=real.profile) as rabbit:
                 node_outputs[key] = run_node_session(amqplib_session_script, ClientTarget("fake", rabbit.url, rabbit))
         assert comparable(node_outputs[key]) == comparable(node_outputs[real.param]), real.param
+
+
+def test_node_amqplib_over_amqps_and_ipv6(amqplib_session_script: Path) -> None:
+    """The same session over amqps (amqplib's ``ca`` socket option with ``rabbit.ca_file``) and over IPv6
+    loopback (``amqp://guest:guest@[::1]:port/%2F``, as amqplib's own ipv6 test connects) prints the same JSON as
+    over plain IPv4. Fake only: the live brokers have no TLS listener and listen on 127.0.0.1 only."""
+    with FakeRabbit() as rabbit:
+        plain = run_node_session(amqplib_session_script, ClientTarget("fake", rabbit.url, rabbit))
+    with FakeRabbit(tls=True) as rabbit:
+        over_tls = run_node_session(
+            amqplib_session_script, ClientTarget("fake", rabbit.amqps_url, rabbit), ca_file=rabbit.ca_file
+        )
+        assert rabbit.connections() == []  # the session closed its connection
+    assert over_tls == plain
+    if IPV6_PROBLEM is not None:
+        pytest.skip(IPV6_PROBLEM)
+    with FakeRabbit(host="::1") as rabbit:
+        assert rabbit.url.startswith("amqp://guest:guest@[::1]:")
+        assert run_node_session(amqplib_session_script, ClientTarget("fake", rabbit.url, rabbit)) == plain

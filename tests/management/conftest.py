@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -60,8 +61,9 @@ def http(
     auth: tuple[str, str] | None = ("guest", "guest"),
     raw: bytes | None = None,
     headers: dict[str, str] | None = None,
+    context: ssl.SSLContext | None = None,
 ) -> Answer:
-    """One request with urllib; error statuses are answers, not exceptions."""
+    """One request with urllib; error statuses are answers, not exceptions. ``context`` verifies an https URL."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     req = urllib.request.Request(base + path, data=data, method=method)
     if auth is not None:
@@ -71,7 +73,7 @@ def http(
     for k, v in (headers or {}).items():
         req.add_header(k, v)
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=30, context=context) as resp:
             status, raw_body, hdrs = resp.status, resp.read(), resp.headers
     except urllib.error.HTTPError as exc:
         status, raw_body, hdrs = exc.code, exc.read(), exc.headers

@@ -13,9 +13,9 @@ from fakerabbit.cli import build_parser
 
 
 def bound_address(rabbit: FakeRabbit) -> str:
-    server = rabbit._listener._server
-    assert server is not None
-    return str(server.sockets[0].getsockname()[0])
+    """The one address the AMQP listener's socket is bound to."""
+    (bound,) = rabbit._listener.bound
+    return bound.ip_address
 
 
 def non_loopback_address() -> str | None:

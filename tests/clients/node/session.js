@@ -1,12 +1,13 @@
 // A realistic amqplib session, run by tests/clients/test_node_amqplib.py against fakerabbit and RabbitMQ.
 //
-// Usage: node session.js URL PREFIX KIND   (KIND: "fake" or "real")
+// Usage: node session.js URL PREFIX KIND   (KIND: "fake" or "real"; an amqps:// URL trusts $AMQP_CA_FILE)
 // Prints one line "WAIT ttl" when a TTL has to pass and reads one line from stdin before going on (the test
 // moves fakerabbit's virtual clock, or sleeps against the real broker). The last line of stdout is a JSON
 // object of everything the client saw, with PREFIX replaced by "P-" so both brokers' outputs compare equal.
 'use strict';
 
 const amqp = require('amqplib');
+const fs = require('node:fs');
 const readline = require('node:readline');
 
 const [url, prefix, kind] = process.argv.slice(2);
@@ -72,7 +73,9 @@ function errorInfo(err) {
 }
 
 async function main() {
-  const conn = await amqp.connect(url, { clientProperties: { connection_name: 'clients-amqplib' } });
+  // AMQP_CA_FILE: the CA to trust for an amqps:// URL (fakerabbit's rabbit.ca_file)
+  const tls = process.env.AMQP_CA_FILE ? { ca: [fs.readFileSync(process.env.AMQP_CA_FILE)] } : {};
+  const conn = await amqp.connect(url, { clientProperties: { connection_name: 'clients-amqplib' }, ...tls });
   out.server = { product: conn.connection.serverProperties.product };
   const ch = await conn.createConfirmChannel();
   const returned = [];
