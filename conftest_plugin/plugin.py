@@ -34,8 +34,8 @@ MARKER = "fakerabbit"
 MARKER_HELP = (
     "fakerabbit(rabbitmq_version=None, users=None, vhosts=None, start_time=None, clock=None, "
     "dead_lettering=True, dead_letter_retry_interval=None, memory_high_watermark=None, management=False, "
-    "check_problems=None, fake_only=False, plugins=None, tls=False, management_tls=False): configure the "
-    "fakerabbit fixture for one test"
+    "check_problems=None, fake_only=False, plugins=None, tls=False, management_tls=False, consumer_timeout=1800): "
+    "configure the fakerabbit fixture for one test"
 )
 _MARKER_KEYS = frozenset(
     {
@@ -51,6 +51,7 @@ _MARKER_KEYS = frozenset(
         "check_problems",
         "fake_only",
         "plugins",
+        "consumer_timeout",
         "tls",
         "management_tls",
     }
@@ -224,6 +225,7 @@ class FakeRabbitSettings:
     check_problems: bool = True
     fake_only: bool = False
     plugins: tuple[str, ...] = DEFAULT_PLUGINS
+    consumer_timeout: float | None = 1800.0
     tls: bool = False
     management_tls: bool = False
     real_url: str | None = None
@@ -296,6 +298,9 @@ class FakeRabbitSettings:
             )
         changes: dict[str, Any] = {}
         for key, value in kwargs.items():
+            if key == "consumer_timeout" and value == "none":
+                changes[key] = None  # RabbitMQ's undefined (None means "not set" for the other keys)
+                continue
             if value is None:
                 continue
             if key == "users":
@@ -314,6 +319,12 @@ class FakeRabbitSettings:
             elif key == "dead_letter_retry_interval":
                 if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                     raise MarkerError(f"@pytest.mark.fakerabbit: dead_letter_retry_interval must be > 0, not {value!r}")
+                changes[key] = float(value)
+            elif key == "consumer_timeout":
+                if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                    raise MarkerError(
+                        f"@pytest.mark.fakerabbit: consumer_timeout must be seconds > 0 or 'none', not {value!r}"
+                    )
                 changes[key] = float(value)
             elif key == "memory_high_watermark":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -351,6 +362,7 @@ class FakeRabbitSettings:
             self.memory_high_watermark,
             self.management,
             self.plugins,
+            self.consumer_timeout,
             self.tls,
             self.management_tls,
         )
@@ -401,6 +413,7 @@ class FakeRabbitSession:
                 memory_high_watermark=settings.memory_high_watermark,
                 management=settings.management,
                 plugins=settings.plugins,
+                consumer_timeout=settings.consumer_timeout,
                 tls=settings.tls,
                 management_tls=settings.management_tls,
             ).start()

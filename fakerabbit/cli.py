@@ -68,6 +68,18 @@ def _plugins(value: str) -> tuple[str, ...]:
     return names
 
 
+def _consumer_timeout(value: str) -> float | None:
+    if value.strip().lower() == "none":
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds or 'none', not {value!r}") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {value!r}")
+    return seconds
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fakerabbit", description="A fake RabbitMQ for test suites.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -152,6 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(RabbitMQ's dead_letter_worker_publisher_confirm_timeout; default 180)",
     )
     serve.add_argument(
+        "--consumer-timeout",
+        type=_consumer_timeout,
+        default=1800.0,
+        metavar="SECONDS|none",
+        help="how long a delivery may stay unacknowledged (RabbitMQ's consumer_timeout; default 1800; 'none' is "
+        "RabbitMQ's undefined: no node-wide timeout up to 4.2, 24 h for 4.3's quorum queues)",
+    )
+    serve.add_argument(
         "--no-events",
         action="store_true",
         help="do not record the event log (rabbit.events, `fakerabbit ctl events`): a little faster per message",
@@ -220,6 +240,7 @@ async def _serve(args: argparse.Namespace) -> int:
         management=not args.no_management,
         management_port=args.management_port,
         dead_letter_retry_interval=args.dead_letter_retry_interval,
+        consumer_timeout=args.consumer_timeout,
         plugins=args.plugins,
         loopback_users=[] if args.loopback_users == "none" else [u for u in args.loopback_users.split(",") if u],
         tls=args.tls_port is not None,

@@ -97,6 +97,10 @@ class FakeRabbit(TestingAPI):
         loopback_users: users who may connect only from a loopback address (RabbitMQ's ``loopback_users``,
             ``guest`` by default; it matters only when ``host`` is not a loopback interface). ``()`` lets every
             user in from anywhere, like ``loopback_users = none`` in rabbitmq.conf.
+        consumer_timeout: seconds a delivery may stay unacknowledged (RabbitMQ's ``consumer_timeout``, default
+            1800 s = 1 800 000 ms); what happens then depends on the version (``docs/consumer-timeout.md``).
+            ``None`` is RabbitMQ's ``undefined`` (advanced.config): no node-wide timeout up to 4.2, 24 hours for
+            4.3's quorum queues.
     """
 
     def __init__(
@@ -116,6 +120,7 @@ class FakeRabbit(TestingAPI):
         management_port: int = 0,
         plugins: Iterable[str] = DEFAULT_PLUGINS,
         loopback_users: Iterable[str] = ("guest",),
+        consumer_timeout: float | None = 1800.0,
         tls: bool = False,
         tls_port: int = 0,
         management_tls: bool = False,
@@ -143,6 +148,16 @@ class FakeRabbit(TestingAPI):
         if dead_letter_retry_interval <= 0:
             raise ValueError("dead_letter_retry_interval must be positive")
         self._broker.dead_letter_confirm_timeout_ms = round(dead_letter_retry_interval * 1000)
+        if consumer_timeout is not None:
+            if (
+                isinstance(consumer_timeout, bool)
+                or not isinstance(consumer_timeout, int | float)
+                or not 0 < consumer_timeout < float("inf")
+            ):
+                raise ValueError(f"consumer_timeout must be positive seconds or None, not {consumer_timeout!r}")
+            self._broker.consumer_timeout_ms = max(1, round(consumer_timeout * 1000))
+        else:
+            self._broker.consumer_timeout_ms = None
         self._listener = Listener(self._broker)
         self._listener.loopback_users = frozenset(loopback_users)
         self._listener.alarms.memory_high_watermark = memory_high_watermark

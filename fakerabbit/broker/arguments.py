@@ -42,6 +42,7 @@ __all__ = [
     "Atom",
     "ErlStr",
     "augment_declare_args",
+    "check_consumer_timeout_argument",
     "check_exchange_equivalence",
     "check_queue_equivalence",
     "deprecated_feature_text",
@@ -709,3 +710,20 @@ def number_value(field: Field | None) -> float | int | None:
     if field[0] in _FLOAT_CLASS:
         return float(field[1])
     return None
+
+
+def check_consumer_timeout_argument(args: Table, name: str, vhost: str, queue_type: str, profile: Profile) -> None:
+    """``basic.consume``'s ``x-consumer-timeout`` (``rabbit_amqqueue:check_consume_arguments/3``): from 4.3 a
+    consumer argument of quorum queues only (a non-negative integer; other queue types refuse it as another
+    type's argument: live 4.3.6). Before 4.3 no queue type knows it: accepted and ignored."""
+    field = args.get("x-consumer-timeout")
+    if field is None or profile.consumer_timeout != "quorum":
+        return
+    rs = errors.rs_queue(name, vhost)
+    if queue_type != "quorum":
+        raise errors.PreconditionFailed(
+            f"invalid arg 'x-consumer-timeout' for {rs} of queue type rabbit_{queue_type}_queue"
+        )
+    err = _non_neg_int(field, args)
+    if err is not None:
+        raise _invalid_arg("x-consumer-timeout", rs, err)

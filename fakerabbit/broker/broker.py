@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.auth import Auth
+from fakerabbit.broker.consumer_timeout import DEFAULT_CONSUMER_TIMEOUT_MS
 from fakerabbit.broker.deadletter import DeadLetters
 from fakerabbit.broker.delayed import DEFAULT_PLUGINS, check_plugins
 from fakerabbit.broker.delayed import PLUGIN as DELAYED_PLUGIN
@@ -54,6 +55,9 @@ class Broker:
         #: ``dead_letter_worker_publisher_confirm_timeout``: how often a quorum queue's at-least-once
         #: dead-letter worker retries the messages it could not deliver (180 s, as RabbitMQ).
         self.dead_letter_confirm_timeout_ms = 180_000
+        #: ``consumer_timeout``: how long a delivery may stay unacknowledged (1 800 000 ms, as RabbitMQ);
+        #: ``None`` is RabbitMQ's ``undefined`` (see :mod:`fakerabbit.broker.consumer_timeout`).
+        self.consumer_timeout_ms: int | None = DEFAULT_CONSUMER_TIMEOUT_MS
         self.auth = Auth(
             dict(users) if users is not None else {"guest": "guest"},
             names_permission=self.profile.access_refused_names_permission,

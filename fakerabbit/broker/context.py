@@ -39,6 +39,11 @@ class NodeContext(Protocol):
         """How often an at-least-once dead-letter worker retries what it could not deliver."""
         ...
 
+    @property
+    def consumer_timeout_ms(self) -> int | None:
+        """The node's ``consumer_timeout`` (1 800 000 ms); ``None``: unset (RabbitMQ's ``undefined``)."""
+        ...
+
     def next_msg_id(self) -> int:
         """A new message id (unique in the node)."""
         ...

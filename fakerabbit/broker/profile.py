@@ -30,12 +30,13 @@ import re
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-__all__ = ["ACCEPTED_VERSIONS", "AMQPRules", "Profile", "get_profile"]
+__all__ = ["ACCEPTED_VERSIONS", "AMQPRules", "ConsumerTimeoutRule", "Profile", "get_profile"]
 
 ClientXDeath = Literal["edit", "parse", "ignore"]
 DeliveryLimitCounter = Literal["returns", "acquired", "failed"]
 QueueMasterLocator = Literal["crash-if-invalid", "ignored", "denied"]
 QuorumPriorities = Literal["none", "two", "strict"]
+ConsumerTimeoutRule = Literal["node", "queue", "quorum"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,7 @@ class Profile:
     queue_type_apply_to: bool
     #: The classic mirroring keys (``ha-*``) are still recognised policy settings (≤3.13).
     ha_policy_keys: bool
-    #: Policy keys recognised only from some version on (3.13: ``target-group-size``, ``consumer-timeout``,
+    #: Policy keys recognised only from some version on (3.12: ``consumer-timeout``; 3.13: ``target-group-size``,
     #: ``stream-filter-size-bytes``; 4.3: ``consumer-disconnected-timeout``, ``delayed-retry-*``).
     extra_policy_keys: frozenset[str]
 
@@ -201,6 +202,13 @@ class Profile:
     #: Erlang term (``… not supported by <<"quorum">> queues …``); before, ``quorum queues`` (live: 3.10.8 and
     #: 4.0.5 the latter, 4.3.6 the former; the text changed in rabbit_channel in 4.2.0).
     sac_get_error_prints_type_term: bool = False
+    #: Who times out a delivery left unacknowledged (``fakerabbit.broker.consumer_timeout``): ``"node"``
+    #: (≤3.11) the channel, on its 60 s tick, after the node's ``consumer_timeout``; ``"queue"`` (3.12 - 4.2)
+    #: the same, with the queue's ``consumer-timeout`` policy / ``x-consumer-timeout`` argument in place of the
+    #: node's value; ``"quorum"`` (4.3) quorum queues only, at the deadline, with ``x-consumer-timeout`` also a
+    #: consumer argument: the deliveries are returned and the consumer cancelled. RabbitMQ's source
+    #: (rabbit_channel, rabbit_fifo, rabbit_queue_type) and live 3.10.8, 4.0.5, 4.3.6.
+    consumer_timeout: ConsumerTimeoutRule = "node"
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -328,7 +336,13 @@ _P310: Final = Profile(
     exchange_types=_AMQP_EXCHANGE_TYPES,
 )
 _P312: Final = replace(
-    _P310, name="3.12", server_version="3.12.14", queue_type_apply_to=True, amqp=AMQPRules(unicode_texts=True)
+    _P310,
+    name="3.12",
+    server_version="3.12.14",
+    queue_type_apply_to=True,
+    amqp=AMQPRules(unicode_texts=True),
+    consumer_timeout="queue",
+    extra_policy_keys=frozenset({"consumer-timeout"}),  # rabbit_policies from 3.12.0
 )
 _P313: Final = replace(
     _P312,
@@ -403,6 +417,7 @@ _P43: Final = replace(
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random", "x-modulus-hash"),
     amqp=replace(_AMQP_41, strict_content_size=True, client_cancel_ok=True),
     sac_get_error_prints_type_term=True,
+    consumer_timeout="quorum",
 )
 _P42: Final = replace(_P40, sac_get_error_prints_type_term=True)
 

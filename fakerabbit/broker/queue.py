@@ -107,6 +107,7 @@ class Consumer:
         "priority",
         "queue",
         "session",
+        "suspended",
         "tag",
         "unacked",
     )
@@ -132,8 +133,12 @@ class Consumer:
         self.prefetch = prefetch
         self.unacked = 0
         self.arguments = arguments
+        #: 4.3 quorum: timed out (``consumer_timeout``), it gets nothing until the client settles what timed out
+        self.suspended = False
 
     def can_accept(self) -> bool:
+        if self.suspended:
+            return False
         if self.no_ack:
             return self.session.flow_active
         return (

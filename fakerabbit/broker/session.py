@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fakerabbit.broker import errors
-from fakerabbit.broker.arguments import parse_expiration
+from fakerabbit.broker.arguments import check_consumer_timeout_argument, parse_expiration
+from fakerabbit.broker.consumer_timeout import AckTimer, ack_timer
 from fakerabbit.broker.events import DELIVERED, DELIVERED_GET, PUBLISHED, ROUTED
 from fakerabbit.broker.fields import INTEGER_TAGS, Table, type_name
 from fakerabbit.broker.ids import new_tag
@@ -28,7 +29,11 @@ REPLY_TO = "amq.rabbitmq.reply-to"
 
 
 class SessionSink(Protocol):
-    """What a session needs from the protocol layer."""
+    """What a session needs from the protocol layer.
+
+    A sink may also have ``close_channel(exc)``: the broker closes the channel on its own (a consumer timeout),
+    channel.close then wait for close-ok. A sink without it (the management API's) has the session closed.
+    """
 
     def send_deliver(
         self,
@@ -60,6 +65,10 @@ class Unacked:
     queue: Queue
     entry: Entry
     consumer: Consumer | None
+    #: when it was sent (ms; set where the consumer timeout needs it)
+    at: int = 0
+    #: 4.3: the consumer timeout returned it to its queue (the tag may still be settled, to no effect)
+    timed_out: bool = False
 
 
 @dataclass(slots=True)
@@ -101,6 +110,8 @@ class Session:
         self.reply_to_token: str | None = None
         self.reply_consumer: Consumer | None = None
         self.closed = False
+        #: the consumer timeout (``consumer_timeout``) of this channel
+        self.ack_timer: AckTimer = ack_timer(self)
 
     # -- publishing -----------------------------------------------------------------------------------------
     @property
@@ -245,6 +256,7 @@ class Session:
     def qos(self, prefetch_size: int, prefetch_count: int, global_: bool) -> None:
         if prefetch_size != 0:
             raise errors.NotImplemented_(f"prefetch_size!=0 ({prefetch_size})")
+        self.ack_timer.active()
         if global_ and self.broker.profile.global_qos:
             self.global_prefetch = prefetch_count
         else:
@@ -272,6 +284,7 @@ class Session:
                 f"invalid arg 'x-priority' for {errors.rs_queue(q.name, self.vhost.name)}: "
                 f'"expected integer, got {type_name(prio_field[0])}"'
             )
+        check_consumer_timeout_argument(arguments, q.name, self.vhost.name, q.queue_type, self.broker.profile)
         if q.is_quorum and self.global_prefetch:
             raise errors.NotImplemented_(f"{errors.rs_queue(q.name, self.vhost.name)} does not support global qos")
         if not q.is_quorum and (
@@ -292,6 +305,8 @@ class Session:
         )
         self.consumers[c.tag] = c
         q.add_consumer(c)
+        self.ack_timer.active()
+        self.ack_timer.consumer_added(c, arguments)
         self.broker.events.emit("consumer-added", None, queue=q.name, consumer_tag=c.tag)
         return c
 
@@ -336,6 +351,7 @@ class Session:
                 self.broker.reply_sessions.pop(self.reply_to_token, None)
             self.reply_consumer = self.reply_to_token = None
             return True
+        self.ack_timer.active()
         c.queue.remove_consumer(c)
         if c.unacked and c.queue.is_quorum:
             c.queue.lingering.add(c)  # still a consumer of the quorum queue until its deliveries are settled
@@ -352,10 +368,11 @@ class Session:
         self.next_tag += 1
         q.on_delivered(e, c.no_ack)
         if not c.no_ack:
-            self.unacked[tag] = Unacked(tag, q, e, c)
+            u = self.unacked[tag] = Unacked(tag, q, e, c)
             c.unacked += 1
             self.global_unacked += 1
             self.unacked_bytes += q.msg_bytes(e.msg)
+            self.ack_timer.delivered(u)
         props = self._delivery_props(q, e)
         msg = e.msg
         self.broker.events.record(DELIVERED, msg.id, q.name, c.tag, tag)
@@ -372,6 +389,7 @@ class Session:
         if q.is_quorum and q.settings.single_active_consumer:
             raise errors.ResourceLocked(_sac_get_refused(q, self.broker.profile.sac_get_error_prints_type_term))
         q.touch()
+        self.ack_timer.active()
         e = q.fetch()
         if e is None:
             return None
@@ -379,11 +397,12 @@ class Session:
         self.next_tag += 1
         q.on_delivered(e, no_ack)
         if not no_ack:
-            self.unacked[tag] = Unacked(tag, q, e, None)
+            u = self.unacked[tag] = Unacked(tag, q, e, None)
             self.global_unacked += 1
             self.unacked_bytes += q.msg_bytes(e.msg)
             if q.is_quorum:
                 q.unsettled_gets += 1
+            self.ack_timer.delivered(u)
         msg = e.msg
         self.broker.events.record(DELIVERED_GET, msg.id, q.name, tag)
         return GetResult(
@@ -412,7 +431,7 @@ class Session:
             del self.unacked[u.tag]
             self.global_unacked -= 1
             self.unacked_bytes -= u.queue.msg_bytes(u.entry.msg)
-            if u.consumer is not None:
+            if u.consumer is not None and not u.timed_out:
                 u.consumer.unacked -= 1
         return taken
 
@@ -433,6 +452,7 @@ class Session:
 
     def _settle(self, kind: str, taken: list[Unacked], requeue: bool) -> None:
         _gets_settled(taken)
+        taken = self.ack_timer.settled(taken, requeue and kind != "ack")
         for u in taken:
             if kind == "ack":
                 u.queue.ack(u.entry)
@@ -444,6 +464,7 @@ class Session:
         """basic.recover(requeue=true): every unacked message goes back to its queue, marked redelivered."""
         taken = self._take(0, True)
         _gets_settled(taken)
+        taken = self.ack_timer.settled(taken, True)
         for q, entries in _group(taken):
             q.release(entries, failed=False)
         self._dispatch_all()
@@ -489,7 +510,7 @@ class Session:
                 self.unacked[u.tag] = u
                 self.global_unacked += 1
                 self.unacked_bytes += u.queue.msg_bytes(u.entry.msg)
-                if u.consumer is not None:
+                if u.consumer is not None and not u.timed_out:
                     u.consumer.unacked += 1
         self.unacked = dict(sorted(self.unacked.items()))
         self._tx_settles = []
@@ -500,6 +521,7 @@ class Session:
         if self.closed:
             return
         self.closed = True
+        self.ack_timer.close()
         for tag in list(self.consumers):
             self.cancel(tag)
         taken = list(self.unacked.values())
@@ -509,8 +531,26 @@ class Session:
         _gets_settled(taken, released=True)
         for _kind, pending, _requeue in self._tx_settles:
             _gets_settled(pending, released=True)
-        for q, entries in _group(taken):
+        for q, entries in _group([u for u in taken if not u.timed_out]):
             q.release(entries)
+
+    # -- consumer timeout -----------------------------------------------------------------------------------
+    def close_timed_out(self, reply_text: str) -> None:
+        """The consumer timeout closes this channel: 406 PRECONDITION_FAILED (RabbitMQ's handle_exception)."""
+        close = getattr(self.sink, "close_channel", None)  # sinks written before the timeout may lack it
+        if close is not None:
+            close(errors.PreconditionFailed(reply_text))
+        else:
+            self.close()
+
+    def cancel_timed_out(self, c: Consumer) -> bool:
+        """4.3: tell the client its consumer timed out with ``basic.cancel``, if it announced
+        ``consumer_cancel_notify`` (the consumer stays registered, as in rabbit_channel); False if not."""
+        caps = self.conn.client_properties.get("capabilities")
+        if not isinstance(caps, dict) or caps.get("consumer_cancel_notify") is not True:
+            return False
+        self.sink.send_cancel(c.tag)
+        return True
 
 
 def _v1_decodable(token: str) -> bool:

@@ -433,6 +433,11 @@ class ChannelHandler:
         if self.conn.capabilities.get("consumer_cancel_notify") is True:
             self.conn.write_late(framing.encode_method(self.number, Cancel(consumer_tag, nowait=True)))
 
+    def close_channel(self, exc: errors.AMQPError) -> None:
+        """The broker closes this channel on its own (a consumer timeout: class and method ids 0)."""
+        if self.state == "open":
+            self.close_with(exc, (0, 0))
+
     def send_get(self, method: base.Frame, props: bytes, body: bytes) -> None:
         if self._confirmed or self._rejected:
             self.flush_confirms()

@@ -16,6 +16,8 @@ kind                        details
 ``expired``                 ``queue``: its TTL ran out
 ``dropped-maxlen``          ``queue``: dropped from the head by ``x-max-length`` / ``x-max-length-bytes``
 ``delivery-limit``          ``queue``: a quorum queue's delivery limit was exceeded
+``consumer-timeout``        ``queue``, ``delivery_tag``, ``timeout_ms``, ``consumer_tag`` (not for basic.get): it
+                            was not acknowledged in time (``docs/consumer-timeout.md``)
 ``dead-lettered``           ``queue`` (from), ``reason``, ``exchange`` (the DLX), ``queues`` (to)
 ``dropped``                 ``queue``, ``reason``, ``why``: dead-lettering dropped it (no DLX, DLX missing,
                             dead-letter cycle; at-least-once: strategy changed, queue deleted)
@@ -56,6 +58,7 @@ MESSAGE_KINDS = (
     "expired",
     "dropped-maxlen",
     "delivery-limit",
+    "consumer-timeout",
     "dead-lettered",
     "dead-letter-buffered",
     "dead-letter-held",

@@ -175,3 +175,28 @@ def test_advance_on_a_system_clock_says_what_ctl_advance_says(run) -> None:  # t
         """
     )
     result.assert_outcomes(passed=3)
+
+
+def test_consumer_timeout_marker(run) -> None:  # type: ignore[no-untyped-def]
+    result = run(
+        """
+        import pytest
+
+        @pytest.mark.fakerabbit(consumer_timeout=60)
+        def test_a_minute(fakerabbit):
+            assert fakerabbit._broker.consumer_timeout_ms == 60_000
+
+        @pytest.mark.fakerabbit(consumer_timeout="none")
+        def test_undefined(fakerabbit):
+            assert fakerabbit._broker.consumer_timeout_ms is None
+
+        def test_default(fakerabbit):
+            assert fakerabbit._broker.consumer_timeout_ms == 1_800_000
+
+        @pytest.mark.fakerabbit(consumer_timeout=0)
+        def test_zero(fakerabbit):
+            pass
+        """
+    )
+    result.assert_outcomes(passed=3, errors=1)
+    assert "consumer_timeout must be seconds > 0 or 'none', not 0" in result.stdout.str()

@@ -186,7 +186,9 @@ def test_policy_switches() -> None:
     assert get_profile("3.13").ha_policy_keys
     assert not get_profile("4.0").ha_policy_keys
     # policy validators per rabbit_policies / rabbit_quorum_queue; 4.0 and 4.3 checked live
-    assert get_profile("3.12").extra_policy_keys == set()
+    assert get_profile("3.10").extra_policy_keys == set()
+    # consumer-timeout is a policy key from 3.12.0 (rabbit_policies in the v3.12.0 tag)
+    assert get_profile("3.12").extra_policy_keys == {"consumer-timeout"}
     assert get_profile("4.0").extra_policy_keys == {"target-group-size", "consumer-timeout", "stream-filter-size-bytes"}
     assert get_profile("4.3").extra_policy_keys - get_profile("4.0").extra_policy_keys == {
         "consumer-disconnected-timeout",
