@@ -272,7 +272,7 @@ def section_topic(sizes: list[int], n_pub: int, reps: int) -> None:
         fresh = [[f"svc{(i * 7919) % n}.k{i}.event"] for i in range(2000)]  # never routed before: no cached result
 
         def match_new(x: Any = x, fresh: list[list[str]] = fresh) -> int:
-            trie = getattr(x, "_topic", None)
+            trie = getattr(x.kind, "trie", None)
             if trie is not None:
                 trie._cache.clear()  # as a bind or unbind does: every key below is routed afresh
             for k in fresh:

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote
 
+from fakerabbit.broker import texts
 from fakerabbit.broker.broker import Broker
 from fakerabbit.broker.delayed import DEFAULT_PLUGINS
 from fakerabbit.clock import FollowingClock, SystemClock, VirtualClock, use_real_time
@@ -30,7 +31,7 @@ T = TypeVar("T")
 
 
 #: What a client is told when the broker is reset under it (RabbitMQ's text when its node stops).
-RESET_CLOSE_TEXT = "broker forced connection closure with reason 'shutdown'"
+RESET_CLOSE_TEXT = texts.SHUTDOWN
 
 
 AnyClock = VirtualClock | FollowingClock | SystemClock

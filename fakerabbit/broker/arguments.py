@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.fields import INTEGER_TAGS, Field, Table, type_name
 from fakerabbit.broker.profile import Profile
 
@@ -551,7 +551,7 @@ def validate_new_queue(
     rs = errors.rs_queue(name, vhost)
     dlx = args.get("x-dead-letter-exchange")
     if dlx is not None and dlx[0] != "S":
-        raise errors.PreconditionFailed(f"invalid type '{type_name(dlx[0])}' for arg 'x-dead-letter-exchange' in {rs}")
+        raise errors.PreconditionFailed(texts.invalid_dlx_type(type_name(dlx[0]), rs))
     qt_field = args.get("x-queue-type")
     if qt_field is not None and not (profile.empty_queue_type_is_default and qt_field == ("S", "")):
         err = _check_queue_type(qt_field, args)
@@ -575,7 +575,7 @@ def validate_new_queue(
     foreign = known.difference(own)
     for key in args:
         if key in foreign:
-            raise errors.PreconditionFailed(f"invalid arg '{key}' for {rs} of queue type rabbit_{queue_type}_queue")
+            raise errors.PreconditionFailed(texts.foreign_queue_arg(key, rs, queue_type))
     if not profile.transient_nonexclusive_queues and not durable and not exclusive:
         raise errors.InternalError(TRANSIENT_NONEXCL_TEXT)
     locator = args.get("x-queue-master-locator")

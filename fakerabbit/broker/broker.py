@@ -6,10 +6,10 @@ import itertools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.auth import Auth
 from fakerabbit.broker.consumer_timeout import DEFAULT_CONSUMER_TIMEOUT_MS
-from fakerabbit.broker.deadletter import DeadLetters
+from fakerabbit.broker.deadletter.publisher import DeadLetters
 from fakerabbit.broker.delayed import DEFAULT_PLUGINS, check_plugins
 from fakerabbit.broker.delayed import PLUGIN as DELAYED_PLUGIN
 from fakerabbit.broker.delayed import TYPE as DELAYED_TYPE
@@ -170,7 +170,7 @@ class Broker:
         v = self.vhost(vhost)
         table = v.operator_policies if operator else v.policies
         if table.pop(name, None) is None:
-            raise PolicyError("Parameter does not exist")
+            raise PolicyError(texts.PARAMETER_DOES_NOT_EXIST)
         v.reapply_policies()
 
     # -- test support ---------------------------------------------------------------------------------------

@@ -5,9 +5,9 @@ message.erl``, ``rabbit_delayed_message.erl``, ``rabbit_delayed_message_utils.er
 profile, the message-container versions 3.13 - 4.2 for the others) and its test suite; the live brokers of this
 project do not have the plugin installed.
 
-* Declare (``validate/1``): ``x-delayed-type`` must be a string naming an exchange type the node has
-  (``rabbit_exchange:check_type/1``'s errors, which differ by version), not ``x-delayed-message`` itself.
-  Bindings are validated, and messages matched, by that type.
+* Declare (``validate/1``, :mod:`fakerabbit.broker.exchange_types.delayed`): ``x-delayed-type`` must be a string
+  naming an exchange type the node has (``rabbit_exchange:check_type/1``'s errors, which differ by version), not
+  ``x-delayed-message`` itself. Bindings are validated, and messages matched, by that type.
 * Publish (``route/3``): a message whose ``x-delay`` header reads as an integer ``0 < delay <= 2^32 - 1`` (ms)
   routes to nothing *now* - so a mandatory publish is returned at once (312 NO_ROUTE), a confirm comes at once,
   and an alternate exchange of the delayed exchange gets the message at once - and is kept until it is due. Any
@@ -56,7 +56,6 @@ __all__ = [
     "Pending",
     "check_plugins",
     "read_delay",
-    "validate_declare",
 ]
 
 #: The plugin's name, as ``rabbitmq-plugins enable`` takes it.
@@ -70,9 +69,6 @@ MAX_DELAY_MS: Final = 4294967295
 #: The plugins fakerabbit models, and those on by default.
 KNOWN_PLUGINS: Final = (PLUGIN,)
 DEFAULT_PLUGINS: Final = (PLUGIN,)
-
-_NOT_SELF = "Invalid argument, 'x-delayed-message' can't be used for 'x-delayed-type'"
-_NOT_A_TYPE = "Invalid argument, 'x-delayed-type' must be an existing exchange type"
 
 # get_delay/1's type lists (tags of the fields of fakerabbit/broker/fields.py), before and since message
 # containers (3.13): ``mc_amqpl:x_header`` maps ``byte`` to ``byte``, which the newer integer list lacks, and
@@ -99,24 +95,6 @@ def check_plugins(plugins: Iterable[str]) -> frozenset[str]:
     if unknown:
         raise ValueError(f"unknown plugin(s) {', '.join(unknown)}; fakerabbit has: {', '.join(KNOWN_PLUGINS)}")
     return enabled
-
-
-def validate_declare(arguments: Table, exchange_types: Iterable[str], profile: Profile) -> None:
-    """``rabbit_exchange_type_delayed_message:validate/1`` for a new ``x-delayed-message`` exchange."""
-    field = arguments.get("x-delayed-type")
-    value = field[1] if field is not None else None
-    if isinstance(value, bytes):  # any binary: a longstr or a byte array
-        value = value.decode("utf-8", "surrogateescape")
-    if not isinstance(value, str):
-        raise errors.PreconditionFailed(_NOT_A_TYPE)
-    if value == TYPE:
-        raise errors.PreconditionFailed(_NOT_SELF)
-    if value not in exchange_types:
-        # rabbit_exchange:check_type/1, as for the declared type itself (vhost.declare_exchange)
-        text = "invalid exchange type ''" if value == "" else f"unknown exchange type '{value}'"
-        if profile.unknown_exchange_type_is_channel_error:
-            raise errors.PreconditionFailed(text)
-        raise errors.CommandInvalid(text)
 
 
 def read_delay(field: Field | None, profile: Profile) -> int | None:

@@ -1,82 +1,18 @@
-"""Exchanges, bindings and routing (direct, fanout, topic, headers, the default exchange, RabbitMQ's own
-``x-local-random`` (4.0+) and ``x-modulus-hash`` (4.3+), and the plugin type ``x-delayed-message``, which routes
-as its ``x-delayed-type`` once a message is due: see :mod:`fakerabbit.broker.delayed`)."""
+"""Exchanges and their bindings. How a message is matched to the bindings is the exchange type's
+(:mod:`fakerabbit.broker.exchange_types`, one module per type); an ``x-delayed-message`` exchange matches as its
+``x-delayed-type`` once a message is due (see :mod:`fakerabbit.broker.delayed`). Routing across exchanges
+(exchange-to-exchange bindings, alternate exchanges, the default exchange) is the vhost's."""
 
 from __future__ import annotations
 
-import random
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from fakerabbit.broker.erlhash import phash2_binaries
+from fakerabbit.broker.exchange_types import Binding, ExchangeKind, ExchangeType, kind_of
 from fakerabbit.broker.fields import Table
-from fakerabbit.broker.topic import TopicTrie
 
-
-class ExchangeType(StrEnum):
-    DIRECT = "direct"
-    FANOUT = "fanout"
-    TOPIC = "topic"
-    HEADERS = "headers"
-    LOCAL_RANDOM = "x-local-random"
-    MODULUS_HASH = "x-modulus-hash"
-    DELAYED = "x-delayed-message"
-
-
-#: ``rabbit_exchange_type_modulus_hash``'s hash range (2^27).
-_PHASH2_RANGE = 1 << 27
-
-
-@dataclass(slots=True)
-class Binding:
-    """A binding from exchange ``source`` to a queue or exchange ``destination``."""
-
-    source: str
-    destination: str
-    destination_kind: str  # "queue" | "exchange"
-    routing_key: str
-    arguments: Table
-
-    def key(self) -> tuple[str, str, str, str]:
-        return (
-            self.destination_kind,
-            self.destination,
-            self.routing_key,
-            repr(sorted(self.arguments.items())),
-        )
-
-
-_X_MATCH_MODES = ("all", "any", "all-with-x", "any-with-x")
-
-
-def headers_match(binding_args: Table, headers: Table) -> bool:
-    """The headers exchange's rule, on typed values; ``x-`` keys count only in the ``-with-x`` modes."""
-    mode_field = binding_args.get("x-match")
-    mode = mode_field[1] if mode_field is not None and mode_field[0] == "S" else "all"
-    with_x = mode.endswith("-with-x")
-    want_all = mode.startswith("all")
-    for key, (tag, value) in binding_args.items():
-        if key == "x-match" or (key.startswith("x-") and not with_x):
-            continue
-        have = headers.get(key)
-        # a void binding argument asks only that the header be there
-        ok = have is not None if tag == "V" else have is not None and _same_value(have[1], value)
-        if want_all and not ok:
-            return False
-        if not want_all and ok:
-            return True
-    return want_all
-
-
-def _same_value(a: object, b: object) -> bool:
-    # Erlang compares the values, not the types: a longstr equals a binary with the same bytes.
-    if isinstance(a, str) and isinstance(b, bytes):
-        a = a.encode("utf-8", "surrogateescape")
-    elif isinstance(b, str) and isinstance(a, bytes):
-        b = b.encode("utf-8", "surrogateescape")
-    return a == b
+__all__ = ["Binding", "Exchange", "ExchangeType"]
 
 
 @dataclass(slots=True)
@@ -88,10 +24,8 @@ class Exchange:
     internal: bool = False
     arguments: Table = field(default_factory=dict)
     bindings: list[Binding] = field(default_factory=list)
-    # direct exchanges: routing key -> bindings, for O(1) routing
+    # routing key -> bindings: duplicates found in O(1), and direct routing
     _by_key: dict[str, list[Binding]] = field(default_factory=dict)
-    # topic exchanges: the patterns as a word trie (fakerabbit/broker/topic.py)
-    _topic: TopicTrie[Binding] | None = field(default=None, repr=False, compare=False)
     # every exchange: id(binding) -> sequence number, growing in binding order (``bindings`` is sorted by it, so
     # a binding is found by bisection), and (destination kind, name) -> bindings, for deleting a queue
     _seq: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
@@ -100,6 +34,8 @@ class Exchange:
     #: The type whose rules match and validate bindings: ``type``, except for an ``x-delayed-message`` exchange,
     #: which routes as its ``x-delayed-type`` (``rabbit_exchange_type_delayed_message`` proxies to that module).
     route_type: str = field(default="", init=False, repr=False, compare=False)
+    #: That type, as this exchange uses it: matches messages to the bindings (it is told of every bind and unbind).
+    kind: ExchangeKind = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.route_type = self.type
@@ -108,6 +44,7 @@ class Exchange:
             if dt is not None and isinstance(dt[1], str | bytes):
                 v = dt[1]
                 self.route_type = v if isinstance(v, str) else v.decode("utf-8", "surrogateescape")
+        self.kind = kind_of(self.route_type)(self.bindings, self._by_key)
 
     @property
     def alternate_exchange(self) -> str | None:
@@ -124,10 +61,7 @@ class Exchange:
         self._next_seq = seq + 1
         self._seq[id(b)] = seq
         self._by_dest.setdefault((b.destination_kind, b.destination), []).append(b)
-        if self.route_type == ExchangeType.TOPIC:
-            if self._topic is None:
-                self._topic = TopicTrie()
-            self._topic.add(b.routing_key, seq, b)
+        self.kind.bound(b, seq)
         return True
 
     def remove_binding(self, b: Binding) -> bool:
@@ -159,8 +93,7 @@ class Exchange:
                 break
         if not to_dest:
             del self._by_dest[dest]
-        if self._topic is not None:
-            self._topic.remove(x.routing_key, seq)
+        self.kind.unbound(x, seq)
 
     def remove_destination(self, kind: str, name: str) -> list[Binding]:
         gone = list(self._by_dest.get((kind, name), ()))
@@ -173,38 +106,5 @@ class Exchange:
         return any(x.key() == k for x in self._by_key.get(b.routing_key, ()))
 
     def match(self, routing_keys: Sequence[str], headers: Table | None) -> list[Binding]:
-        """Bindings of this exchange that the message matches (duplicates possible)."""
-        t = self.route_type
-        if t == ExchangeType.FANOUT:
-            return list(self.bindings)
-        if t == ExchangeType.DIRECT:
-            out: list[Binding] = []
-            for rk in routing_keys:
-                out.extend(self._by_key.get(rk, ()))
-            return out
-        if t == ExchangeType.TOPIC:
-            return self._topic.match(routing_keys) if self._topic is not None else []
-        if t == ExchangeType.HEADERS:
-            h = headers or {}
-            return [b for b in self.bindings if headers_match(b.arguments, h)]
-        if t == ExchangeType.LOCAL_RANDOM:
-            # rabbit_exchange_type_local_random:route/3: one of the bindings with key "" (all of them: the
-            # binding rules allow nothing else), chosen at random; every queue of the fake is local.
-            local = self._by_key.get("", ())
-            return [random.choice(local)] if local else []
-        if t == ExchangeType.MODULUS_HASH:
-            return self._modulus_hash(routing_keys)
-        return []
-
-    def _modulus_hash(self, routing_keys: Sequence[str]) -> list[Binding]:
-        """``rabbit_exchange_type_modulus_hash:route/3``: every binding's destination (one per binding, whatever
-        its key), sorted as Erlang sorts ``#resource{}`` records (exchanges before queues, then by name), and
-        the one at ``phash2(RoutingKeys, 2^27) rem N``. The routing keys include the CC and BCC keys."""
-        if not self.bindings:
-            return []
-        ordered = sorted(
-            self.bindings,
-            key=lambda b: (b.destination_kind != "exchange", b.destination.encode("utf-8", "surrogateescape")),
-        )
-        keys = [k.encode("utf-8", "surrogateescape") for k in routing_keys]
-        return [ordered[phash2_binaries(keys, _PHASH2_RANGE) % len(ordered)]]
+        """Bindings of this exchange that the message matches (duplicates possible): its type's rule."""
+        return self.kind.match(routing_keys, headers)

@@ -58,6 +58,7 @@ __all__ = [
     "encode_field",
     "encode_table",
     "from_python",
+    "sort_field_table",
     "table_from_python",
     "table_to_python",
     "to_python",
@@ -93,6 +94,11 @@ INTEGER_TAGS: Final = frozenset("bBsuIil")
 
 class FieldError(ValueError):
     """A field table or field value is malformed or cannot be encoded."""
+
+
+def sort_field_table(table: Table) -> Table:
+    """``rabbit_misc:sort_field_table/1``: the same table, its keys in byte order."""
+    return dict(sorted(table.items(), key=lambda kv: kv[0].encode("utf-8", "surrogateescape")))
 
 
 def type_name(tag: str) -> str:

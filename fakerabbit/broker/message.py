@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Final
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.fields import Field, FieldError, Table, decode_field, encode_table, type_name
 from fakerabbit.broker.properties import PropertiesError, RawProperties
 
@@ -93,7 +93,7 @@ def _sort_headers_raw(props: RawProperties, headers: Table) -> bytes:
         for key, field in _wire_entries(raw, _headers_table_at(raw)):
             first.setdefault(key, field)  # lists:usort keeps the first of equal keys
     except FieldError as exc:  # pragma: no cover - the block was validated when it was decoded
-        raise PropertiesError(f"invalid headers table: {exc}") from None
+        raise PropertiesError(texts.invalid_headers_table(exc)) from None
     ordered = dict(sorted(first.items(), key=lambda kv: _key_bytes(kv[0])))
     return props.replace(headers=ordered).raw
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from fakerabbit.broker import texts
 from fakerabbit.broker.arguments import erl_tp, int_value, number_value, str_value
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.profile import Profile, get_profile
@@ -248,7 +249,7 @@ def _apply_to_error(apply_to: str, profile: Profile) -> str | None:
         )
     if apply_to in _APPLY_TO_BASIC:
         return None
-    return f"apply-to '{apply_to}' unrecognised; should be 'queues', 'exchanges' or 'all'"
+    return texts.apply_to_unrecognised(apply_to)
 
 
 def validate_policy(

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final
 
+from fakerabbit.broker import texts
 from fakerabbit.broker.fields import (
     FieldError,
     Table,
@@ -191,7 +192,7 @@ def _decode_headers(raw: bytes, start: int) -> Table:
     try:
         table = decode_table(raw, start)[0]
     except FieldError as exc:
-        raise PropertiesError(f"invalid headers table: {exc}") from None
+        raise PropertiesError(texts.invalid_headers_table(exc)) from None
     if len(raw) <= _CACHE_BLOCK_MAX:
         if len(_tables) >= _CACHE_ENTRIES:
             _tables.clear()

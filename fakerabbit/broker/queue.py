@@ -7,10 +7,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from fakerabbit.broker.events import EXPIRED
+from fakerabbit.broker.events import ACKED, EXPIRED
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.policy import Policy, QueueSettings
+from fakerabbit.broker.quorum_delivery import count_return
 from fakerabbit.clock import TimerHandle
 
 if TYPE_CHECKING:
@@ -34,22 +35,31 @@ class QueueHost(Protocol):
 
     def route(self, x: Exchange, msg: Message) -> list[Queue]: ...
 
-    def dead_letter(self, queue: Queue, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None:
-        """Take messages that died in ``queue``."""
-        ...
-
     def delete_queue(self, q: Queue) -> int:
         """Remove ``q`` (it expired, or lost its last consumer with auto-delete)."""
         ...
 
-    def dead_letter_worker(self, queue: Queue) -> DeadLetterBuffer:
+    @property
+    def dead_letters(self) -> DeadLetterSink:
+        """Where the queue's dead messages go (the node's dead-letter publisher)."""
+        ...
+
+
+class DeadLetterSink(Protocol):
+    """The dead-letter publisher (:class:`~fakerabbit.broker.deadletter.publisher.DeadLetters`)."""
+
+    def dead_letter(self, queue: Queue, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None:
+        """Take messages that died in ``queue``."""
+        ...
+
+    def worker(self, queue: Queue) -> DeadLetterBuffer:
         """A new at-least-once dead-letter worker (discards buffer) for ``queue``."""
         ...
 
 
 class DeadLetterBuffer(Protocol):
     """An at-least-once quorum queue's discards buffer and its worker
-    (:class:`~fakerabbit.broker.dlx_worker.DeadLetterWorker`)."""
+    (:class:`~fakerabbit.broker.deadletter.at_least_once.DeadLetterWorker`)."""
 
     count: int
     bytes: int
@@ -213,10 +223,12 @@ class Queue:
         self._ttl_timer_at: int | None = None
         self._expiry_timer: TimerHandle | None = None
         self._qq_rejecting = False
+        #: where messages that die here go
+        self.dead_letters = vhost.dead_letters
         #: at-least-once dead-lettering (quorum): the discards buffer and its worker
         self.dlx_worker: DeadLetterBuffer | None = None
         if settings.dead_letter_strategy == "at-least-once":
-            self.dlx_worker = self.vhost.dead_letter_worker(self)
+            self.dlx_worker = self.dead_letters.worker(self)
 
     # -- structure ------------------------------------------------------------------------------------------
     def _set_levels(self) -> None:
@@ -342,13 +354,19 @@ class Queue:
             if self.dlx_worker is not None:
                 self.dlx_worker.close("dead-letter strategy changed")
             self.dlx_worker = (
-                self.vhost.dead_letter_worker(self) if settings.dead_letter_strategy == "at-least-once" else None
+                self.dead_letters.worker(self) if settings.dead_letter_strategy == "at-least-once" else None
             )
         self._set_levels()
         self.touch()
         self._drop_over_limit()
         self._expire_head()
         self.dispatch()
+
+    def policy_changed(self) -> None:
+        """Its user or operator policy changed (``rabbit_quorum_queue:policy_changed``): an at-least-once worker
+        looks the topology up again (``lookup_topology``) and retries what is due."""
+        if self.dlx_worker is not None:
+            self.dlx_worker.redeliver()
 
     # -- publishing -----------------------------------------------------------------------------------------
     def _would_overflow(self, size: int) -> bool:
@@ -387,22 +405,25 @@ class Queue:
             return "drop-head"
         return mode
 
-    def publish(self, msg: Message) -> bool:
-        """Enqueue a routed message. Returns False when the queue rejects it (overflow reject-publish)."""
+    def publish(self, msg: Message, untracked: bool = False) -> bool:
+        """Enqueue a routed message. Returns False when the queue rejects it (overflow reject-publish).
+
+        ``untracked``: an enqueue without an enqueuer (at-most-once dead-lettering), which a quorum queue's
+        ``reject-publish`` does not refuse: RabbitMQ blocks enqueuers, not the queue (``rabbit_fifo``)."""
         s = self.settings
         mode = s.overflow
         if mode != "drop-head" and (mode := self._overflow_mode()) != "drop-head":
             if self.is_quorum:
                 if self._qq_rejecting and self._below_soft_limit():
                     self._qq_rejecting = False
-                if self._qq_rejecting:
+                if self._qq_rejecting and not untracked:
                     self.ctx.events.emit("rejected-publish", msg, queue=self.name)
                     return False
             elif self._would_overflow(self.msg_bytes(msg)):
                 self.ctx.events.emit("rejected-publish", msg, queue=self.name)
                 if mode == "reject-publish-dlx":
                     counts = [msg.delivery_count] if self.ctx.profile.dead_letter_delivery_count else None
-                    self.vhost.dead_letter(self, [msg], "maxlen", counts)
+                    self.dead_letters.dead_letter(self, [msg], "maxlen", counts)
                 return False
         ttl = s.message_ttl
         if msg.ttl_ms is not None and (ttl is None or msg.ttl_ms < ttl):
@@ -430,7 +451,7 @@ class Queue:
         if ttl == 0 and s.message_ttl == 0 and s.dead_letter_exchange is None:
             # rabbit_amqqueue_process:deliver_or_enqueue's shortcut: queue TTL 0 and no DLX -> discard.
             self.ctx.events.emit("expired", msg, queue=self.name)
-            self.vhost.dead_letter(self, [msg], "expired")
+            self.dead_letters.dead_letter(self, [msg], "expired")
             return True
         levels[self._level(entry) if len(levels) > 1 else 0].append(entry)
         self.ready_count += 1
@@ -469,7 +490,7 @@ class Queue:
         if dropped:
             for m in dropped:
                 self.ctx.events.emit("dropped-maxlen", m, queue=self.name)
-            self.vhost.dead_letter(self, dropped, "maxlen", self._counts(gone))
+            self.dead_letters.dead_letter(self, dropped, "maxlen", self._counts(gone))
         return bool(dropped)
 
     # -- TTL ------------------------------------------------------------------------------------------------
@@ -498,7 +519,7 @@ class Queue:
         if gone:
             expired = [e.msg for e in gone]
             self.ctx.events.record_each(EXPIRED, expired, self.name)
-            self.vhost.dead_letter(self, expired, "expired", self._counts(gone))
+            self.dead_letters.dead_letter(self, expired, "expired", self._counts(gone))
         self._schedule_ttl()
 
     def _expire_level_heads(self) -> list[Entry]:
@@ -676,7 +697,7 @@ class Queue:
 
     def ack(self, e: Entry) -> None:
         self.unacked -= 1
-        self.ctx.events.emit("acked", e.msg, queue=self.name)
+        self.ctx.events.record(ACKED, e.msg.id, self.name)
 
     def reject(self, entries: list[Entry], *, requeue: bool, explicit_nack: bool = False) -> None:
         """Settle unacked entries negatively: requeue them or dead-letter them (reason ``rejected``)."""
@@ -690,7 +711,7 @@ class Queue:
         else:
             # 4.3: basic.reject is a failed delivery (discard), basic.nack is not (modify, undeliverable here)
             counts = self._counts(entries, 0 if explicit_nack else 1)
-            self.vhost.dead_letter(self, [e.msg for e in entries], "rejected", counts)
+            self.dead_letters.dead_letter(self, [e.msg for e in entries], "rejected", counts)
 
     def release(self, entries: list[Entry], *, failed: bool = True) -> None:
         """Unacked entries come back because their channel or connection closed (a failed delivery) or the
@@ -710,11 +731,7 @@ class Queue:
             if not self.is_quorum and failed and profile.dead_letter_delivery_count:
                 e.delivery_count += 1  # rabbit_variable_queue:maybe_inc_delivery_count
             if self.is_quorum:
-                counter = profile.delivery_limit_counter
-                e.acquired_count += 1
-                if counter == "returns" or (counter == "failed" and failed) or counter == "acquired":
-                    e.delivery_count += 1
-                count = e.acquired_count if counter == "acquired" else e.delivery_count
+                count = count_return(e, profile.delivery_limit_counter, failed=failed)
                 if limit is not None and count > limit:
                     over.append(e)
                     continue
@@ -734,7 +751,7 @@ class Queue:
         if over:
             for e in over:
                 self.ctx.events.emit("delivery-limit", e.msg, queue=self.name)
-            self.vhost.dead_letter(self, [e.msg for e in over], "delivery_limit", self._counts(over))
+            self.dead_letters.dead_letter(self, [e.msg for e in over], "delivery_limit", self._counts(over))
         self._drop_over_limit()
         self._expire_head()
         self.dispatch()

@@ -12,15 +12,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.arguments import check_consumer_timeout_argument, parse_expiration
 from fakerabbit.broker.consumer_timeout import AckTimer, ack_timer
+from fakerabbit.broker.deadletter.xdeath import adopt_client_deaths
 from fakerabbit.broker.events import DELIVERED, DELIVERED_GET, PUBLISHED, ROUTED
 from fakerabbit.broker.fields import INTEGER_TAGS, Table, type_name
 from fakerabbit.broker.ids import new_tag
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.properties import RawProperties
 from fakerabbit.broker.queue import Consumer, Entry, Queue
+from fakerabbit.broker.quorum_delivery import delivery_props
 
 if TYPE_CHECKING:
     from fakerabbit.broker.vhost import Vhost
@@ -172,7 +174,7 @@ class Session:
             sort_headers=self.broker.profile.message_containers,
         )
         if self.broker.profile.client_x_death != "ignore":
-            self.broker.dead_letters.adopt_client_deaths(msg)
+            adopt_client_deaths(msg)
         seq = 0
         if self.confirm:
             seq = self.next_publish_seq
@@ -250,7 +252,7 @@ class Session:
         if name:
             return name
         if not self.last_queue:
-            raise errors.NotFound("no previously declared queue")
+            raise errors.NotFound(texts.NO_PREVIOUS_QUEUE)
         return self.last_queue
 
     def qos(self, prefetch_size: int, prefetch_count: int, global_: bool) -> None:
@@ -275,8 +277,7 @@ class Session:
         q = self.vhost.get_queue(queue_name, self.conn)
         if "x-stream-offset" in arguments and q.queue_type != "stream":
             raise errors.PreconditionFailed(
-                f"invalid arg 'x-stream-offset' for {errors.rs_queue(q.name, self.vhost.name)} "
-                f"of queue type rabbit_{q.queue_type}_queue"
+                texts.foreign_queue_arg("x-stream-offset", errors.rs_queue(q.name, self.vhost.name), q.queue_type)
             )
         prio_field = arguments.get("x-priority")
         if prio_field is not None and prio_field[0] not in INTEGER_TAGS:
@@ -381,7 +382,7 @@ class Session:
     def _delivery_props(self, q: Queue, e: Entry, *, get: bool = False) -> bytes:
         if not q.is_quorum:
             return e.msg.props.raw
-        return self.broker.dead_letters.quorum_delivery_props(e, get=get)
+        return delivery_props(e, self.broker.profile, get=get)
 
     def get(self, queue_name: str, no_ack: bool) -> GetResult | None:
         self.broker.auth.check(self.conn.user, self.vhost.name, "read", "queue", queue_name)
@@ -493,7 +494,7 @@ class Session:
 
     def tx_commit(self) -> None:
         if not self.tx:
-            raise errors.PreconditionFailed("channel is not transactional")
+            raise errors.PreconditionFailed(texts.NOT_TRANSACTIONAL)
         publishes, settles = self._tx_publishes, self._tx_settles
         self._tx_publishes, self._tx_settles = [], []
         for msg, exchange, mandatory, seq in publishes:
@@ -503,7 +504,7 @@ class Session:
 
     def tx_rollback(self) -> None:
         if not self.tx:
-            raise errors.PreconditionFailed("channel is not transactional")
+            raise errors.PreconditionFailed(texts.NOT_TRANSACTIONAL)
         self._tx_publishes = []
         for _kind, taken, _requeue in self._tx_settles:
             for u in taken:

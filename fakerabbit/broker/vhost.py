@@ -1,11 +1,12 @@
-"""A virtual host: its exchanges, queues, bindings and policies; routing and dead-letter dispatch."""
+"""A virtual host: its exchanges, queues, bindings and policies; routing across exchanges (exchange-to-exchange
+bindings, alternate exchanges, the default exchange)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.arguments import (
     augment_declare_args,
     check_exchange_equivalence,
@@ -14,9 +15,9 @@ from fakerabbit.broker.arguments import (
     validate_new_queue,
 )
 from fakerabbit.broker.context import NodeContext
-from fakerabbit.broker.delayed import DelayedMessages, validate_declare
-from fakerabbit.broker.dlx_worker import DeadLetterWorker
+from fakerabbit.broker.delayed import DelayedMessages
 from fakerabbit.broker.exchange import Binding, Exchange, ExchangeType
+from fakerabbit.broker.exchange_types import check_type, kind_of
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.ids import new_tag
 from fakerabbit.broker.message import Message
@@ -25,7 +26,7 @@ from fakerabbit.broker.queue import Queue
 
 if TYPE_CHECKING:
     from fakerabbit.broker.auth import Auth
-    from fakerabbit.broker.deadletter import DeadLetters
+    from fakerabbit.broker.deadletter.publisher import DeadLetters
 
 
 class Client(Protocol):
@@ -77,9 +78,6 @@ _PREDECLARED = (
 RESERVED_TEXT = "{kind} name '{name}' contains reserved prefix 'amq.*'"
 
 _DELAYED = ExchangeType.DELAYED.value
-
-#: Exchange types that route on every routing key of a message (the CC and BCC keys too).
-_ALL_KEYS_TYPES = frozenset({"direct", "topic", "x-modulus-hash"})
 
 #: 540 for quorum ``queue.delete`` with a condition (``rabbit_quorum_queue:delete/4``; if-unused is checked first).
 _QQ_DELETE_FLAG = "cannot delete {rs}. queue.delete operations with {flag} flag set are not supported by quorum queues"
@@ -158,17 +156,12 @@ class Vhost:
         # equivalence with the existing exchange or (only for a new one) the reserved-name rule.
         if passive:
             if name == "":
-                raise errors.AccessRefused("operation not permitted on the default exchange")
+                raise errors.AccessRefused(texts.DEFAULT_EXCHANGE)
             return self.get_exchange(name)
         profile = self.broker.profile
-        if type_ not in self.broker.exchange_types:
-            # rabbit_exchange:check_type/1 says "invalid" for a name that is an atom in the VM (always so for '')
-            text = "invalid exchange type ''" if type_ == "" else f"unknown exchange type '{type_}'"
-            if profile.unknown_exchange_type_is_channel_error:  # 3.13.3+ (rabbitmq-server #11214)
-                raise errors.PreconditionFailed(text)
-            raise errors.CommandInvalid(text)
+        check_type(type_, self.broker.exchange_types, profile)
         if name == "":
-            raise errors.AccessRefused("operation not permitted on the default exchange")
+            raise errors.AccessRefused(texts.DEFAULT_EXCHANGE)
         if conn is not None:
             self.broker.auth.check(conn.user, self.name, "configure", "exchange", name)
         existing = self.exchanges.get(name)
@@ -196,8 +189,7 @@ class Vhost:
         if conn is not None and ae is not None:
             self.broker.auth.check(conn.user, self.name, "read", "exchange", name)
             self.broker.auth.check(conn.user, self.name, "write", "exchange", str(ae[1]))
-        if type_ == ExchangeType.DELAYED:  # the type module's validate/1, in rabbit_exchange:declare
-            validate_declare(arguments, self.broker.exchange_types, profile)
+        kind_of(type_).validate(arguments, self.broker.exchange_types, profile)  # in rabbit_exchange:declare
         x = Exchange(name, type_, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments)
         self.exchanges[name] = x
         self.broker.events.emit("exchange-declared", None, exchange=name)
@@ -205,7 +197,7 @@ class Vhost:
 
     def delete_exchange(self, conn: Client | None, name: str, *, if_unused: bool) -> None:
         if name == "":
-            raise errors.AccessRefused("operation not permitted on the default exchange")
+            raise errors.AccessRefused(texts.DEFAULT_EXCHANGE)
         if name.startswith("amq."):
             raise errors.AccessRefused(f"deletion of system {errors.rs_exchange(name, self.name)} not allowed")
         if conn is not None:
@@ -251,7 +243,7 @@ class Vhost:
         if conn is not None:
             self.broker.auth.check(conn.user, self.name, "write", kind, destination)
         if (kind == "exchange" and destination == "") or source == "":
-            raise errors.AccessRefused("operation not permitted on the default exchange")
+            raise errors.AccessRefused(texts.DEFAULT_EXCHANGE)
         if conn is not None:
             self.broker.auth.check(conn.user, self.name, "read", "exchange", source)
         x = self.exchanges.get(source)
@@ -268,25 +260,13 @@ class Vhost:
             return
         if x is None:
             raise errors.NotFound(f"no {errors.rs_exchange(source, self.name)}")
+        queue_type = None
         if kind == "queue":
-            self.get_queue(destination, conn)
+            queue_type = self.get_queue(destination, conn).queue_type
         else:
             self.get_exchange(destination)
-        if x.route_type == "headers":
-            _validate_x_match(arguments)
-        elif x.route_type == ExchangeType.LOCAL_RANDOM:
-            self._validate_local_random_binding(kind, destination, routing_key)
+        x.kind.validate_binding(routing_key, arguments, queue_type)
         x.add_binding(Binding(source, destination, kind, routing_key, arguments))
-
-    def _validate_local_random_binding(self, kind: str, destination: str, routing_key: str) -> None:
-        """``rabbit_exchange_type_local_random:validate_binding/2`` (texts verified on 4.0.5 and 4.3.6)."""
-        if routing_key != "":
-            raise errors.PreconditionFailed(f"Non empty binding '{routing_key}' key not permitted")
-        q = self.queues.get(destination) if kind == "queue" else None
-        if q is None:
-            raise errors.PreconditionFailed("Destination not found")
-        if q.queue_type != "classic":
-            raise errors.PreconditionFailed(f"Queue type rabbit_{q.queue_type}_queue not valid for this exchange type")
 
     # -- queues ---------------------------------------------------------------------------------------------
     def declare_queue(
@@ -341,10 +321,7 @@ class Vhost:
         if dlx is not None and dlx[0] != "S":
             from fakerabbit.broker.fields import type_name
 
-            raise errors.PreconditionFailed(
-                f"invalid type '{type_name(dlx[0])}' for arg 'x-dead-letter-exchange' in "
-                f"{errors.rs_queue(name, self.name)}"
-            )
+            raise errors.PreconditionFailed(texts.invalid_dlx_type(type_name(dlx[0]), errors.rs_queue(name, self.name)))
         if conn is not None:
             auth = self.broker.auth
             if dlx is not None:
@@ -449,13 +426,12 @@ class Vhost:
                     if q is not None:
                         found.setdefault(key, q)
                 continue
-            t = ex.route_type
             if ex.type == _DELAYED and self.delayed.hold(ex, msg):
                 matched = []  # an x-delayed-message exchange keeps it for later: nowhere now (alternates do apply)
             else:
-                keys = msg.routing_keys if t in _ALL_KEYS_TYPES else msg.routing_keys[:1]
+                kind = ex.kind
                 # Only a headers exchange reads the headers (decoding them, or building a dead-lettered copy's).
-                matched = ex.match(keys, msg.props.headers if t == "headers" else None)
+                matched = kind.match(msg.routing_keys, msg.props.headers if kind.reads_headers else None)
             if not matched:
                 ae_name = self.alternate_exchange(ex)
                 ae = self.exchanges.get(ae_name) if ae_name is not None else None
@@ -483,13 +459,10 @@ class Vhost:
         value = policy.definition.get("alternate-exchange") if policy is not None else None
         return value if isinstance(value, str) else None
 
-    def dead_letter(self, queue: Queue, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None:
-        """Dead-letter messages that died in ``queue`` (see :meth:`DeadLetters.dead_letter`)."""
-        self.broker.dead_letters.dead_letter(queue, msgs, reason, counts)
-
-    def dead_letter_worker(self, queue: Queue) -> DeadLetterWorker:
-        """A new at-least-once dead-letter worker for ``queue`` (quorum), publishing through this vhost."""
-        return DeadLetterWorker(queue, self, self.broker.dead_letters, self.broker)
+    @property
+    def dead_letters(self) -> DeadLetters:
+        """The node's dead-letter publisher (the queues of this vhost hand it their dead messages)."""
+        return self.broker.dead_letters
 
     # -- policies -------------------------------------------------------------------------------------------
     def _apply_policies(self, q: Queue) -> None:
@@ -511,34 +484,10 @@ class Vhost:
         settings = effective_settings(q.queue_type, q.arguments, pol, op, self.broker.profile)
         if settings != q.settings:
             q.apply_settings(settings)
-        if changed and q.dlx_worker is not None:
-            # rabbit_quorum_queue:policy_changed -> the dlx worker's lookup_topology: retry what is due
-            q.dlx_worker.redeliver()
+        if changed:
+            q.policy_changed()
 
     def reapply_policies(self) -> None:
         for q in list(self.queues.values()):
             if not q.deleted:
                 self._apply_policies(q)
-
-
-_X_MATCH = ("all", "any", "all-with-x", "any-with-x")
-
-
-def _validate_x_match(arguments: Table) -> None:
-    """rabbit_exchange_type_headers:validate_binding/2."""
-    from fakerabbit.broker.arguments import _erl_value, erl_tp
-    from fakerabbit.broker.fields import type_name
-
-    field = arguments.get("x-match")
-    if field is None:
-        return
-    tag, value = field
-    if tag == "S" and value in _X_MATCH:
-        return
-    if tag == "S":
-        raise errors.PreconditionFailed(
-            f"Invalid x-match field value {erl_tp(_erl_value(field))}; expected all, any, all-with-x, or any-with-x"
-        )
-    raise errors.PreconditionFailed(
-        f"Invalid x-match field type {type_name(tag)} (value {erl_tp(_erl_value(field))}); expected longstr"
-    )

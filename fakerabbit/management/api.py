@@ -6,6 +6,7 @@ import base64
 import binascii
 from typing import TYPE_CHECKING
 
+from fakerabbit.broker import texts
 from fakerabbit.management import admin, node, policies, topology
 from fakerabbit.management.core import (
     APIError,
@@ -176,7 +177,7 @@ def _authorize(ctx: Ctx, r: Route, method: str) -> None:
     if top in _MONITOR_ONLY and not ctx.has_tag("monitoring"):
         raise not_authorised("Not monitor user")
     if top == "policies" and method in ("PUT", "DELETE") and not ctx.has_tag("policymaker"):
-        raise not_authorised("User not authorised to access object")
+        raise not_authorised(texts.NOT_AUTHORISED)
     vhost = ctx.params.get("vhost")
     if vhost is not None and vhost in ctx.broker.vhosts and not ctx.can_access(vhost):
         if newer_than_4_0(ctx.broker):

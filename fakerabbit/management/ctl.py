@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 from urllib.parse import quote
 
+from fakerabbit.broker import texts
 from fakerabbit.management.client import (
     EX_OK,
     EX_USAGE,
@@ -167,7 +168,7 @@ def cmd_clear_policy(c: Client, a: argparse.Namespace, out: Output) -> int:
         c.request("DELETE", f"/api/{kind}/{_q(a.vhost)}/{_q(a.name)}")
     except HTTPFailure as exc:
         if exc.code == 404:
-            raise CtlError("Parameter does not exist") from None
+            raise CtlError(texts.PARAMETER_DOES_NOT_EXIST) from None
         raise
     return EX_OK
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fakerabbit.broker import texts
 from fakerabbit.broker.policy import PolicyError, validate_policy
 from fakerabbit.broker.vhost import Vhost
 from fakerabbit.management.core import (
@@ -60,7 +61,7 @@ def put_policy(ctx: Ctx) -> Response:
     if not isinstance(definition, dict):
         raise _validation("definition should be a JSON object")
     if not isinstance(apply_to, str):
-        raise _validation(f"apply-to '{apply_to}' unrecognised; should be 'queues', 'exchanges' or 'all'")
+        raise _validation(texts.apply_to_unrecognised(apply_to))
     operator = _operator(ctx)
     name = ctx.params["name"]
     existed = name in _policy_table(ctx, v)

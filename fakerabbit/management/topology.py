@@ -7,7 +7,7 @@ import binascii
 from typing import Any
 from urllib.parse import quote
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.exchange import Exchange
 from fakerabbit.broker.fields import FieldError
 from fakerabbit.broker.properties import PropertiesError, RawProperties, build_properties
@@ -352,7 +352,7 @@ def put_exchange(ctx: Ctx) -> Response:
     if type_ not in v.broker.exchange_types:
         # rabbit_exchange:check_type/1: "unknown" when no atom of that name exists in the node, "invalid" when one
         # does but names no exchange type - which depends on the node's history; a fresh node says "unknown"
-        raise bad_request(f"unknown exchange type '{type_}'")
+        raise bad_request(texts.unknown_exchange_type(type_))
     ctx.require("configure", "exchange", name)
     existed = name in v.exchanges
     try:

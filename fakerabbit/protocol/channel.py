@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.broker.properties import PropertiesError, RawProperties
 from fakerabbit.broker.session import Session
 from fakerabbit.protocol import erlfmt, framing
@@ -145,7 +145,7 @@ class ChannelHandler:
             if exc.kind == "table":
                 raise framing.UnknownMethod(f"malformed field table in {cls.name} arguments") from None
             if exc.kind == "utf8":
-                raise errors.FrameError("Malformed UTF-8 in shortstr") from None
+                raise errors.FrameError(texts.MALFORMED_SHORTSTR) from None
             raise errors.FrameError(f"cannot decode {erl_write(args, pretty=False)}").at(ids) from None
         if self.state == "closing" and isinstance(method, commands.Channel.CloseOk):
             # rabbit_reader's post_process_frame: the reader forgets the channel at once, so a frame that follows
@@ -236,7 +236,7 @@ class ChannelHandler:
         # channel sends (another) channel.close for it
         no_last_queue = self._session is None or not self._session.last_queue
         if isinstance(method, _SHORTCUT_METHODS) and not method.queue and no_last_queue:
-            self.close_with(errors.NotFound("no previously declared queue"), ids)
+            self.close_with(errors.NotFound(texts.NO_PREVIOUS_QUEUE), ids)
             return
         if self.state == "closing":
             if isinstance(method, commands.Channel.CloseOk):
@@ -257,7 +257,7 @@ class ChannelHandler:
             return
         handler = HANDLERS.get(type(method))
         if handler is None:
-            raise errors.CommandInvalid("unimplemented method").at(ids)
+            raise errors.CommandInvalid(texts.UNIMPLEMENTED_METHOD).at(ids)
         self.run(ids, lambda: handler(self, method, payload))
 
     def _open(self) -> None:

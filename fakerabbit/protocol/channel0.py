@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.codec import MethodDecodeError, base, commands, decode_args
 from fakerabbit.protocol.error_handling import CLOSING_TIMEOUT
@@ -39,7 +39,7 @@ def _method0(self: AMQPConnection, payload: bytes) -> None:
         # handle_method0 catches what decoding throws: a field table that does not parse is a crash inside
         # its try (541 below), unlike on other channels where it kills the reader
         if exc.kind == "utf8":
-            raise errors.FrameError("Malformed UTF-8 in shortstr").at(ids) from None
+            raise errors.FrameError(texts.MALFORMED_SHORTSTR).at(ids) from None
         raise errors.InternalError("") from None
     self._flush_pending()  # the channels get through what they were sent before this
     if self._channel_failure is not None and isinstance(method, commands.Connection.Close):
@@ -92,16 +92,12 @@ def _start_ok(self: AMQPConnection, m: commands.Connection.StartOk) -> None:
         raise errors.SyntaxError_(f"{mechanism} response invalid")
     user, password = creds
     if password is None or not self.broker.auth.authenticate(user, password):
-        raise errors.AccessRefusedHard(
-            f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
-        )
+        raise errors.AccessRefusedHard(texts.login_refused(mechanism))
     if user in self.server.loopback_users and not is_loopback(self.peer_ip):
         # rabbit_access_control:check_user_loopback: refused like a bad password (the log would say "user
         # 'guest' can only connect via localhost")
         log.warning("connection %s: user '%s' can only connect via localhost", self.peer, user)
-        raise errors.AccessRefusedHard(
-            f"Login was refused using authentication mechanism {mechanism}. For details see the broker logfile."
-        )
+        raise errors.AccessRefusedHard(texts.login_refused(mechanism))
     self.user = user
     self.send(0, commands.Connection.Tune(channel_max=CHANNEL_MAX, frame_max=FRAME_MAX, heartbeat=HEARTBEAT))
     self.state = "tuning"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.protocol import erlfmt, framing
 from fakerabbit.protocol.channel import ChannelHandler
 from fakerabbit.protocol.codec import MethodDecodeError, commands, decode_args
@@ -140,10 +140,7 @@ def _handle_frame(self: AMQPConnection, ftype: int, channel: int, payload: bytes
         ch = self.channels.get(channel)
         if ch is None:
             if len(self.channels) >= self.channel_max:
-                raise errors.NotAllowed(
-                    f"number of channels opened ({len(self.channels)}) has reached the negotiated "
-                    f"channel_max ({self.channel_max})"
-                )
+                raise errors.NotAllowed(texts.channel_max_reached(len(self.channels), self.channel_max))
             ch = self.channels[channel] = ChannelHandler(self, channel)
         if cls is not None:
             deferred = ch.method_frame(payload, cls)
@@ -193,10 +190,7 @@ def _handle_frame(self: AMQPConnection, ftype: int, channel: int, payload: bytes
     ch = self.channels.get(channel)
     if ch is None:
         if len(self.channels) >= self.channel_max:
-            raise errors.NotAllowed(
-                f"number of channels opened ({len(self.channels)}) has reached the negotiated "
-                f"channel_max ({self.channel_max})"
-            )
+            raise errors.NotAllowed(texts.channel_max_reached(len(self.channels), self.channel_max))
         ch = self.channels[channel] = ChannelHandler(self, channel)
     deferred = ch.handle_frame(ftype, payload)
     if deferred is not None:

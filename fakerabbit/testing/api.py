@@ -10,6 +10,7 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, TypeVar
 
+from fakerabbit.broker import texts
 from fakerabbit.testing.events import Events
 from fakerabbit.testing.snapshots import (
     BindingSnapshot,
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 #: What RabbitMQ says when the management UI / HTTP API closes a connection.
-MANAGEMENT_CLOSE_TEXT = "Closed via management plugin"
+MANAGEMENT_CLOSE_TEXT = texts.MANAGEMENT_CLOSE
 #: What RabbitMQ says to every client when the node shuts down.
-SHUTDOWN_TEXT = "broker forced connection closure with reason 'shutdown'"
+SHUTDOWN_TEXT = texts.SHUTDOWN
 
 ConnectionFilter = Callable[[ConnectionSnapshot], bool]
 

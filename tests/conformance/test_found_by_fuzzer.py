@@ -398,3 +398,30 @@ def test_quorum_ttl0_message_returned_by_a_closed_channel_dead_letters_redeliver
     assert body == b"m"
     assert method.redelivered is broker.at_least("4.3")
     assert ch.queue_declare(q, passive=True).method.message_count == 0
+
+
+# -- quorum reject-publish does not refuse dead letters ----------------------------------------------------
+
+
+@for_versions()
+@pytest.mark.parametrize("source", ["classic", "quorum"])
+def test_quorum_reject_publish_target_takes_every_dead_letter(
+    broker: Target, conn: pika.BlockingConnection, source: str
+) -> None:
+    """Found by the fuzzer after FOUND.md 12. A quorum queue's ``reject-publish`` blocks enqueuers
+    (rabbit_fifo_client), and dead-lettering enqueues untracked (rabbit_dead_letter): the target takes every dead
+    letter past its limit, while a confirmed publish from a channel is nacked."""
+    ch = conn.channel()
+    target = quorum(broker, ch, "target", **{"x-overflow": "reject-publish", "x-max-length": 1})
+    args: dict[str, Any] = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": target}
+    src = quorum(broker, ch, "src", **args) if source == "quorum" else broker.name("src")
+    if source == "classic":
+        ch.queue_declare(src, arguments=args)
+    for i in range(3):
+        ch.basic_publish("", src, f"m{i}".encode(), pika.BasicProperties(expiration="0"))
+    assert ready(broker, ch, target, 3) == 3
+    confirming = conn.channel()
+    confirming.confirm_delivery()
+    with pytest.raises(pika.exceptions.NackError):
+        confirming.basic_publish("", target, b"direct")
+    assert ch.queue_declare(target, passive=True).method.message_count == 3

@@ -1,4 +1,4 @@
-"""Unit tests of :mod:`fakerabbit.broker.deadletter` and the vhost's dead-letter dispatch (no sockets)."""
+"""Unit tests of :mod:`fakerabbit.broker.deadletter`: the publisher and the x-death history (no sockets)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from fakerabbit.broker.broker import Broker
-from fakerabbit.broker.deadletter import deaths_from_header
+from fakerabbit.broker.deadletter.xdeath import adopt_client_deaths, deaths_from_header
 from fakerabbit.broker.fields import Table, table_from_python
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.properties import RawProperties, build_properties
@@ -126,7 +126,7 @@ def test_4x_ignores_client_x_death_but_313_parses_it() -> None:
         m = _msg()
         m.props = RawProperties(build_properties(headers=table))
         if b.profile.client_x_death != "ignore":
-            b.dead_letters.adopt_client_deaths(m)
+            adopt_client_deaths(m)
         new = b.dead_letters.make_copy(m, "q", "rejected", "", None)
         assert _xdeath(new)[0]["count"] == ("l", count)
 
@@ -156,7 +156,7 @@ def test_dispatch_switch_off_and_at_least_once_holds() -> None:
         auto_delete=False,
         arguments=table_from_python({"x-dead-letter-exchange": ""}),
     )
-    v.dead_letter(q, [_msg()], "rejected")
+    v.dead_letters.dead_letter(q, [_msg()], "rejected")
     assert [e.details["why"] for e in b.events if e.kind == "dropped"] == ["dead-lettering turned off"]
     b2 = _broker("4.0")
     v2 = b2.vhost("/")
@@ -169,8 +169,8 @@ def test_dispatch_switch_off_and_at_least_once_holds() -> None:
         }
     )
     q2 = v2.declare_queue(None, "qq", passive=False, durable=True, exclusive=False, auto_delete=False, arguments=args)
-    v2.dead_letter(q2, [_msg()], "rejected")
-    v2.dead_letter(q2, [_msg()], "rejected")
+    v2.dead_letters.dead_letter(q2, [_msg()], "rejected")
+    v2.dead_letters.dead_letter(q2, [_msg()], "rejected")
     # at-least-once: the copies cycle straight back to "qq" (DLX "", no DLRK): held in its discards, not dropped
     assert q2.dlx_worker is not None and q2.dlx_worker.count == 2 and q2.ready_count == 0
     assert b2.problems == []

@@ -13,7 +13,8 @@ import pytest
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.broker import Broker
-from fakerabbit.broker.delayed import _Crash, read_delay, validate_declare
+from fakerabbit.broker.delayed import _Crash, read_delay
+from fakerabbit.broker.exchange_types.delayed import validate_declare
 from fakerabbit.broker.fields import Field, Table, table_from_python
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.profile import get_profile

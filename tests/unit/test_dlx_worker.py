@@ -1,4 +1,5 @@
-"""Unit tests of :mod:`fakerabbit.broker.dlx_worker`: at-least-once dead-lettering of quorum queues (no sockets).
+"""Unit tests of :mod:`fakerabbit.broker.deadletter.at_least_once`: at-least-once dead-lettering of quorum queues
+(no sockets).
 
 What both brokers show over AMQP is in tests/conformance/test_dead_lettering_at_least_once.py; these tests pin
 the details only the virtual clock and the broker model can show: the worker's prefetch, the retry timer, what
@@ -14,7 +15,7 @@ import pytest
 
 from fakerabbit import FakeRabbit
 from fakerabbit.broker.broker import Broker
-from fakerabbit.broker.dlx_worker import PREFETCH
+from fakerabbit.broker.deadletter.at_least_once import PREFETCH
 from fakerabbit.broker.fields import table_from_python
 from fakerabbit.broker.message import Message
 from fakerabbit.broker.properties import RawProperties, build_properties
@@ -63,7 +64,7 @@ def test_the_worker_takes_at_most_prefetch_and_dead_letters_the_rest_when_it_tak
     """Only PREFETCH (32) messages are taken (x-death recorded) at once; the rest wait in the discards and get
     their death time when the worker takes them, after the first ones are delivered."""
     b, clock, v, q = setup(**{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
-    v.dead_letter(q, [msg(msg_id=i) for i in range(40)], "rejected")
+    v.dead_letters.dead_letter(q, [msg(msg_id=i) for i in range(40)], "rejected")
     w = q.dlx_worker
     assert w is not None
     assert (len(w.pending), len(w.discards), w.count, w.bytes) == (PREFETCH, 40 - PREFETCH, 40, 40 * 4)
@@ -80,7 +81,7 @@ def test_the_worker_takes_at_most_prefetch_and_dead_letters_the_rest_when_it_tak
 def test_the_retry_timer_runs_every_interval_while_something_is_held() -> None:
     b, clock, v, q = setup(**{"x-dead-letter-exchange": "dlx", "x-dead-letter-routing-key": "k"})
     b.dead_letter_confirm_timeout_ms = 10_000
-    v.dead_letter(q, [msg()], "expired")
+    v.dead_letters.dead_letter(q, [msg()], "expired")
     w = q.dlx_worker
     assert w is not None and w.count == 1
     exchange(v, "dlx", "direct")
@@ -102,7 +103,7 @@ def test_a_target_that_accepted_is_not_sent_the_message_again() -> None:
     assert full.publish(msg(b"filler"))
     v.bind(None, "queue", "ok", "fan", "", {})
     v.bind(None, "queue", "full", "fan", "", {})
-    v.dead_letter(q, [msg()], "rejected")
+    v.dead_letters.dead_letter(q, [msg()], "rejected")
     assert (ok.ready_count, full.ready_count, q.dlx_worker and q.dlx_worker.count) == (1, 1, 1)
     assert full.fetch() is not None  # room for one
     clock.advance(180)
@@ -114,11 +115,11 @@ def test_a_refused_message_is_retried_only_once_its_last_attempt_is_an_interval_
     """``last_published_at + timeout =< now``: the timer started by an earlier held message does not resend one
     refused 100 s later; the following timer does."""
     _b, clock, v, q = setup(**{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "t"})
-    v.dead_letter(q, [msg(b"early", msg_id=1)], "rejected")  # no queue "t" yet: never published
+    v.dead_letters.dead_letter(q, [msg(b"early", msg_id=1)], "rejected")  # no queue "t" yet: never published
     clock.advance(100)
     t = declare(v, "t", **{"x-max-length": 1, "x-overflow": "reject-publish"})
     assert t.publish(msg(b"filler"))
-    v.dead_letter(q, [msg(b"late", msg_id=2)], "rejected")  # published at 100 s and refused
+    v.dead_letters.dead_letter(q, [msg(b"late", msg_id=2)], "rejected")  # published at 100 s and refused
     assert t.fetch() is not None  # room for one
     clock.advance(80)  # 180 s: the timer resends "early" (never published), not "late" (80 s old)
     assert [e.msg.body for e in t.ready_entries()] == [b"early"]
@@ -129,7 +130,7 @@ def test_a_refused_message_is_retried_only_once_its_last_attempt_is_an_interval_
 
 def test_purge_keeps_and_delete_drops_what_is_held() -> None:
     b, _, v, q = setup(**{"x-dead-letter-exchange": "missing"})
-    v.dead_letter(q, [msg(), msg()], "rejected")
+    v.dead_letters.dead_letter(q, [msg(), msg()], "rejected")
     assert q.purge() == 0 and q.dlx_worker is not None and q.dlx_worker.count == 2
     v.delete_queue(q)
     dropped = [e.details["why"] for e in b.events if e.kind == "dropped"]
@@ -141,7 +142,7 @@ def test_dead_lettering_off_drops_instead_of_holding() -> None:
     clock = VirtualClock(START)
     b = Broker(clock, dead_lettering=False)
     q = declare(b.vhost("/"), "src", **ALO, **{"x-dead-letter-exchange": ""})
-    b.vhost("/").dead_letter(q, [msg()], "rejected")
+    b.dead_letters.dead_letter(q, [msg()], "rejected")
     assert q.dlx_worker is not None and q.dlx_worker.count == 0
     assert [e.details["why"] for e in b.events if e.kind == "dropped"] == ["dead-lettering turned off"]
 
@@ -150,7 +151,7 @@ def test_held_dead_letters_are_in_the_snapshot() -> None:
     with FakeRabbit() as rabbit:
         rabbit._call(lambda: declare(rabbit._broker.vhost("/"), "src", **ALO, **{"x-dead-letter-exchange": "none"}))
         v = rabbit._broker.vhost("/")
-        rabbit._call(lambda: v.dead_letter(v.queues["src"], [msg()], "expired"))
+        rabbit._call(lambda: v.dead_letters.dead_letter(v.queues["src"], [msg()], "expired"))
         snap = rabbit.queue("src")
         assert (snap.message_count, snap.dead_letters_held) == (0, 1)
         (held,) = snap.held_dead_letters
@@ -171,7 +172,7 @@ def test_a_restart_gives_a_new_worker_that_dead_letters_again_at_once() -> None:
     from fakerabbit.broker.restart import restart_broker
 
     b, clock, v, q = setup(**{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "later"})
-    v.dead_letter(q, [msg(b"a", msg_id=1), msg(b"b", msg_id=2)], "rejected")
+    v.dead_letters.dead_letter(q, [msg(b"a", msg_id=1), msg(b"b", msg_id=2)], "rejected")
     clock.advance(30)
     later = declare(v, "later")
     restart_broker(b)
@@ -190,7 +191,7 @@ def test_a_route_that_is_only_a_cycle_keeps_a_partly_delivered_message_held() ->
     assert full.publish(msg(b"filler"))
     v.bind(None, "queue", "ok", "fan", "", {})
     v.bind(None, "queue", "full", "fan", "", {})
-    v.dead_letter(q, [msg()], "expired")
+    v.dead_letters.dead_letter(q, [msg()], "expired")
     assert q.dlx_worker is not None and q.dlx_worker.count == 1
     v.bind(None, "queue", "ok", "fan", "", {}, unbind=True)
     v.bind(None, "queue", "full", "fan", "", {}, unbind=True)

@@ -1,4 +1,5 @@
-"""Topic routing by word trie (fakerabbit/broker/topic.py) against the reference matcher ``topic_matches``."""
+"""Topic routing by word trie (fakerabbit/broker/exchange_types/topic.py) against the reference matcher
+``topic_matches``."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fakerabbit.broker import topic
 from fakerabbit.broker.exchange import Binding, Exchange
-from fakerabbit.broker.topic import TopicTrie
+from fakerabbit.broker.exchange_types import topic
+from fakerabbit.broker.exchange_types.topic import Topic, TopicTrie
 
 # Few distinct words, so that random patterns and keys often match; "" makes empty words ("a..b", ".a", "").
 PATTERN_WORDS = st.sampled_from(["a", "b", "", "*", "#", "a*", "#a"])
@@ -119,9 +120,9 @@ def test_bind_unbind_sequences(ops: list[tuple[bool, str, int]], probe_keys: lis
         gone = x.remove_destination("queue", f"q{dest}")
         assert [g.key() for g in gone] == [m.key() for m in model if m.destination == f"q{dest}"]
     assert x.bindings == []
-    if x._topic is not None:
-        assert x._topic.size == 0
-        assert x._topic._root.empty()  # every branch was pruned
+    assert isinstance(x.kind, Topic)
+    assert x.kind.trie.size == 0
+    assert x.kind.trie._root.empty()  # every branch was pruned
 
 
 def test_order_and_duplicates_across_keys() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.protocol.codec import CancelOk, ConsumeOk, GetOk, commands, typed_arguments
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def basic_cancel_ok(ch: ChannelHandler, m: commands.Basic.CancelOk, payload: byt
     """4.3's rabbit_channel takes a client's cancel-ok as a cancel without a reply: the consumer goes quietly,
     and an unknown tag makes the channel send ``undefined`` (it crashes: 541). Before, 503."""
     if not ch.conn.broker.profile.amqp.client_cancel_ok:
-        raise errors.CommandInvalid("unimplemented method")
+        raise errors.CommandInvalid(texts.UNIMPLEMENTED_METHOD)
     if not ch.session.cancel(m.consumer_tag or ""):
         raise errors.InternalError("")
 

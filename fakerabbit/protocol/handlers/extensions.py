@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fakerabbit.broker import errors
+from fakerabbit.broker import errors, texts
 from fakerabbit.protocol import framing
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ def access_request(ch: ChannelHandler, m: framing.AccessRequest, payload: bytes)
 
 def basic_credit(ch: ChannelHandler, m: framing.BasicCredit, payload: bytes) -> None:
     if not ch.conn.broker.profile.amqp.basic_credit:  # gone from rabbit_channel in 4.0 (native AMQP 1.0)
-        raise errors.CommandInvalid("unimplemented method")
+        raise errors.CommandInvalid(texts.UNIMPLEMENTED_METHOD)
     tag = str(getattr(m, "consumer_tag", ""))
     if tag not in ch.session.consumers:
         raise errors.PreconditionFailed(f"unknown consumer tag '{tag}'")

@@ -1,5 +1,6 @@
-"""Topic routing as a word trie, like RabbitMQ's ``rabbit_exchange_type_topic``: O(words in the key) per
-publish, whatever the number of bindings.
+"""The ``topic`` exchange (``rabbit_exchange_type_topic``): binding keys are patterns of ``.``-separated words,
+``*`` one word, ``#`` zero or more. Matched as a word trie, like RabbitMQ's: O(words in the key) per publish,
+whatever the number of bindings.
 
 A binding pattern is split on ``.`` once, when it is bound, and stored along a path of the trie: one edge per
 word, with ``*`` and ``#`` as edges of their own. Matching a routing key walks the trie word by word, following
@@ -17,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-__all__ = ["TopicTrie"]
+from fakerabbit.broker.exchange_types.base import Binding, ExchangeKind, ExchangeType
+from fakerabbit.broker.fields import Table
+
+__all__ = ["Topic", "TopicTrie"]
 
 B = TypeVar("B")
 
@@ -172,3 +176,23 @@ def _walk(node: _Node[B], words: list[str], i: int, found: dict[int, B], hashes:
             return
         node = nxt
         i += 1
+
+
+class Topic(ExchangeKind):
+    __slots__ = ("trie",)
+    name = ExchangeType.TOPIC.value
+    description = "AMQP topic exchange, as per the AMQP specification"
+
+    def __init__(self, bindings: list[Binding], by_key: dict[str, list[Binding]]) -> None:
+        super().__init__(bindings, by_key)
+        #: the exchange's binding patterns
+        self.trie: TopicTrie[Binding] = TopicTrie()
+
+    def bound(self, b: Binding, seq: int) -> None:
+        self.trie.add(b.routing_key, seq, b)
+
+    def unbound(self, b: Binding, seq: int) -> None:
+        self.trie.remove(b.routing_key, seq)
+
+    def match(self, routing_keys: Sequence[str], headers: Table | None) -> list[Binding]:
+        return self.trie.match(routing_keys)

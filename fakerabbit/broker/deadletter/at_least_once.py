@@ -1,15 +1,18 @@
 """At-least-once dead-lettering of a quorum queue (``rabbit_fifo_dlx`` and ``rabbit_fifo_dlx_worker``).
 
 A quorum queue with ``x-dead-letter-strategy: at-least-once`` (effective only with a DLX and overflow
-``reject-publish``, DLIM-6) does not publish its dead letters and forget them. It keeps them in a *discards*
-buffer that counts towards its length limits, and a worker forwards them to the DLX and removes each one only
-when every queue it routes to has accepted it. What this module models, as RabbitMQ 3.10 - 4.x do:
+``reject-publish``, ``rabbit_quorum_queue:dlh/5``) does not publish its dead letters and forget them. It keeps them
+in a *discards* buffer that counts towards its length limits, and a worker forwards them to the DLX and removes each
+one only when every queue it routes to has accepted it. What this module models, as RabbitMQ 3.10 - 4.x do:
 
 * The worker takes at most ``prefetch`` (``dead_letter_worker_consumer_prefetch``, 32) messages out of the
   discards at a time. A message is dead-lettered (its ``x-death`` recorded, at the clock's time) when the worker
-  takes it, then routed through the DLX with the queue's dead-letter routing key or its own routing keys.
+  takes it, then routed through the DLX with the queue's dead-letter routing key or its own routing keys, by
+  the node's publisher (:mod:`fakerabbit.broker.deadletter.publisher`: the same copy, routing and cycle test as
+  at-most-once).
 * It is settled (gone) once every target queue accepted it. It stays *pending* when the DLX does not exist
-  (DR-1's exception), when nothing is bound (or only the queue it would cycle back to, CY-3), or when a target
+  (``rabbit_fifo_dlx_integration_SUITE:dlx_missing``), when nothing is bound (or only the queue it would cycle back
+  to, ``rabbit_fifo_dlx_integration_SUITE:cycle``), or when a target
   refused it (``reject-publish`` overflow); the queues that accepted it are not sent it again.
 * Pending messages are retried when the worker's timer fires, ``dead_letter_worker_publisher_confirm_timeout``
   (180 s) after the first message became pending and again every interval while any is pending: a message
@@ -27,26 +30,33 @@ when every queue it routes to has accepted it. What this module models, as Rabbi
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
+from fakerabbit.broker import texts
 from fakerabbit.broker.message import Message
 from fakerabbit.clock import TimerHandle
 
 if TYPE_CHECKING:
     from fakerabbit.broker.context import NodeContext
-    from fakerabbit.broker.deadletter import DeadLetters
-    from fakerabbit.broker.exchange import Exchange
+    from fakerabbit.broker.deadletter.xdeath import History
     from fakerabbit.broker.queue import Queue
 
 
-class Router(Protocol):
-    """Where the worker publishes: the exchanges of the queue's vhost and its routing."""
+class Publisher(Protocol):
+    """The dead-letter publisher the worker publishes through
+    (:class:`~fakerabbit.broker.deadletter.publisher.DeadLetters`)."""
 
     @property
-    def exchanges(self) -> Mapping[str, Exchange]: ...
+    def ctx(self) -> NodeContext: ...
 
-    def route(self, x: Exchange, msg: Message) -> list[Queue]: ...
+    @property
+    def history(self) -> History: ...
+
+    def make_copy(self, msg: Message, queue: str, reason: str, dlx: str, dlrk: str | None) -> Message: ...
+
+    def is_cycle(self, msg: Message, target_queue: str, reason: str) -> bool: ...
+
+    def route(self, queue: Queue, copy: Message) -> list[Queue] | None: ...
 
 
 __all__ = ["PREFETCH", "DeadLetterWorker", "Pending"]
@@ -77,11 +87,10 @@ class Pending:
 class DeadLetterWorker:
     """The discards buffer of one at-least-once quorum queue and the worker that forwards it."""
 
-    def __init__(self, queue: Queue, router: Router, dead_letters: DeadLetters, ctx: NodeContext) -> None:
+    def __init__(self, queue: Queue, publisher: Publisher) -> None:
         self.queue = queue
-        self.router = router
-        self.dead_letters = dead_letters
-        self.ctx = ctx
+        self.publisher = publisher
+        self.ctx = publisher.ctx
         #: (reason, message as it died, its failed deliveries) not yet taken by the worker, oldest first
         self.discards: deque[tuple[str, Message, int]] = deque()
         #: taken and not yet settled, by the order they were taken
@@ -102,6 +111,7 @@ class DeadLetterWorker:
             self.bytes += self.queue.msg_bytes(m)
             emit("dead-letter-buffered", m, queue=self.queue.name, reason=reason)
         self._checkout()
+        self.queue.check_limit()  # the discards count towards the queue's length limits
 
     def messages(self) -> list[tuple[str, Message]]:
         """What the buffer holds, oldest first: (reason, message) - pending ones as last sent."""
@@ -118,7 +128,7 @@ class DeadLetterWorker:
         """``rabbit_fifo_dlx_worker:forward/6``: record the death, route, publish."""
         q = self.queue
         dlx = q.settings.dead_letter_exchange or ""
-        copy = self.dead_letters.make_copy(msg, q.name, reason, dlx, q.settings.dead_letter_routing_key)
+        copy = self.publisher.make_copy(msg, q.name, reason, dlx, q.settings.dead_letter_routing_key)
         copy.delivery_count = count
         p = Pending(copy, reason, msg, count)
         key = self._next
@@ -129,20 +139,19 @@ class DeadLetterWorker:
     def _publish(self, key: int, p: Pending) -> None:
         """Route ``p`` through the DLX and offer it to the target queues that have not accepted it yet."""
         q = self.queue
-        vhost = self.router
-        x = vhost.exchanges.get(p.msg.exchange)
+        publisher = self.publisher
+        routed = publisher.route(q, p.msg)
         emit = self.ctx.events.emit
-        if x is None:
-            why = f"dead-letter exchange '{p.msg.exchange}' missing"
+        if routed is None:
+            why = texts.dead_letter_exchange_missing(p.msg.exchange)
             emit("dead-letter-held", p.msg, queue=q.name, reason=p.reason, why=why)
             return
-        routed = vhost.route(x, p.msg)
         if not routed and p.settled:
             # the routes changed and nothing is awaited any more: one queue accepted it (mandatory semantics)
             self._settle(key)
             return
         # not sent again to a queue that accepted it; a route back into a queue it died in is a cycle
-        is_cycle = self.dead_letters.is_cycle
+        is_cycle = publisher.is_cycle
         unsettled = [t for t in routed if t.name not in p.settled]
         todo = [t for t in unsettled if not is_cycle(p.msg, t.name, p.reason)]
         if not todo:
@@ -155,7 +164,8 @@ class DeadLetterWorker:
             emit("dead-letter-held", p.msg, queue=q.name, reason=p.reason, why=why)
             return
         p.published_at = self.ctx.clock.now_ms()
-        emit("dead-lettered", p.msg, queue=q.name, reason=p.reason, exchange=x.name, queues=[t.name for t in todo])
+        queues = [t.name for t in todo]
+        emit("dead-lettered", p.msg, queue=q.name, reason=p.reason, exchange=p.msg.exchange, queues=queues)
         refused = []
         for t in todo:
             if t.publish(p.msg):
@@ -177,36 +187,19 @@ class DeadLetterWorker:
         if self.closed:
             return
         q = self.queue
-        vhost = self.router
         now = self.ctx.clock.now_ms()
         dlx = q.settings.dead_letter_exchange or ""
         dlrk = q.settings.dead_letter_routing_key
-        if dlx in vhost.exchanges:
+        if dlx in q.vhost.exchanges:
             timeout = self.ctx.dead_letter_confirm_timeout_ms
             for key, p in list(self.pending.items()):
                 if p.published_at is not None and p.published_at + timeout > now:
                     continue
-                keys = (dlrk,) if dlrk is not None else self._retry_keys(p)
+                keys = (dlrk,) if dlrk is not None else self.publisher.history.retry_keys(p.msg, p.original)
                 if p.msg.exchange != dlx or p.msg.routing_keys != keys:
                     p.msg = _readdressed(p.msg, dlx, keys)
                 self._publish(key, p)
         self._checkout()
-
-    def _retry_keys(self, p: Pending) -> tuple[str, ...]:
-        """The routing keys of a retry without a dead-letter routing key.
-
-        3.13+ (``mc``) keep the message's own keys (routing key, CC, BCC) in ``#pending{}``. Up to 3.12 the
-        worker reads them from the ``routing-keys`` of the newest ``x-death`` entry (``redeliver/4``): routing key
-        and CC, no BCC, and the keys of an *earlier* death when the entry was only counted up (checked on 3.10.8).
-        """
-        if self.ctx.profile.x_death_mc_order:
-            return p.original.routing_keys
-        field = p.msg.header("x-death")
-        if field is not None and field[0] == "A" and field[1] and field[1][0][0] == "F":
-            rks = field[1][0][1].get("routing-keys")
-            if rks is not None and rks[0] == "A":
-                return tuple(v for tag, v in rks[1] if tag == "S")
-        return p.original.routing_keys  # (RabbitMQ's worker would crash on such a header)
 
     def restart(self) -> None:
         """The node restarted: a new worker starts. What the old one had taken goes back to the discards, in
