@@ -541,3 +541,10 @@ class _Served:
 
     def reset(self) -> None:
         self._rabbit.reset()
+
+
+if TYPE_CHECKING:
+    from fakerabbit.testing.rabbit import Rabbit
+
+    #: mypy checks that FakeRabbit has the shape the pytest plugin's RealRabbit shares with it.
+    _FAKE_RABBIT_IS_A_RABBIT: type[Rabbit] = FakeRabbit
