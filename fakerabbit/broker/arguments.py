@@ -1,13 +1,15 @@
 """``queue.declare`` / ``exchange.declare`` argument checks and the ``expiration`` property parser.
 
 Pure functions over typed tables (``{key: (tag, value)}``, see :mod:`fakerabbit.broker.fields`) that raise
-:mod:`fakerabbit.broker.errors` with RabbitMQ's exact texts (spec sections N and O, TTL-8):
+:mod:`fakerabbit.broker.errors` with RabbitMQ's exact texts (``rabbit_amqqueue:check_declare_arguments/3``,
+``rabbit_amqqueue:assert_equivalence/5``, ``rabbit_basic:parse_expiration/1``; pinned by tests/unit/test_arguments.py
+and tests/conformance/test_declare_args.py):
 
 * :func:`augment_declare_args` — 4.x stores ``x-queue-type = "classic"`` when the client sent no type.
-* :func:`validate_new_queue` — the checks for a queue that does not exist yet, in RabbitMQ's order (N-1).
-* :func:`check_queue_equivalence` — redeclaring an existing queue (EQ-1 - EQ-3).
+* :func:`validate_new_queue` — the checks for a queue that does not exist yet, in RabbitMQ's order.
+* :func:`check_queue_equivalence` — redeclaring an existing queue.
 * :func:`validate_new_exchange` / :func:`check_exchange_equivalence` — the same for exchanges.
-* :func:`parse_expiration` — the ``expiration`` property (TTL-8).
+* :func:`parse_expiration` — the ``expiration`` property.
 
 Texts were checked against a live RabbitMQ 3.10.8 (2026-11-21) unless a docstring says otherwise; Erlang
 terms in them are rendered by :mod:`fakerabbit.broker.erlterm`, including the line break Erlang's ``~p`` inserts
@@ -79,7 +81,7 @@ QUEUE_MASTER_LOCATOR_TEXT: Final = deprecated_feature_text("queue_master_locator
 _MASTER_LOCATORS: Final = frozenset({"client-local", "min-masters", "random"})
 
 # ======================================================================================================
-# expiration (TTL-8)
+# expiration (rabbit_basic:parse_expiration/1)
 
 
 def parse_expiration(raw: str | bytes) -> int:
@@ -416,16 +418,17 @@ def validate_new_queue(
 ) -> str:
     """Check a ``queue.declare`` of a new queue; return its type, ``"classic"`` or ``"quorum"``.
 
-    RabbitMQ's order (N-1), after the caller's permission checks:
+    RabbitMQ's order (``rabbit_channel``'s ``queue.declare`` handler, then
+    ``rabbit_amqqueue:check_declare_arguments/3``), after the caller's permission checks:
 
-    1. ``x-dead-letter-exchange`` must be a longstr (N-2; RabbitMQ checks this before permissions, so the
+    1. ``x-dead-letter-exchange`` must be a longstr (RabbitMQ checks this before permissions, so the
        caller may already have done it);
     2. ``x-queue-type`` (then ``stream`` -> 540 NOT_IMPLEMENTED, see module docstring);
-    3. the type's own arguments, in ``declare_args`` order (N-3);
-    4. arguments known only to other queue types, in the client's table order (N-5);
+    3. the type's own arguments, in ``declare_args`` order;
+    4. arguments known only to other queue types, in the client's table order (``check_arguments_key/4``);
     5. 4.3: neither durable nor exclusive -> 541 INTERNAL_ERROR (:data:`TRANSIENT_NONEXCL_TEXT`);
     6. classic: ``x-queue-master-locator`` (:attr:`Profile.queue_master_locator`);
-    7. quorum: ``auto-delete``, then ``exclusive-owner``, then ``non-durable`` (DLIM-7).
+    7. quorum: ``auto-delete``, then ``exclusive-owner``, then ``non-durable`` (``rabbit_queue_type_util``).
 
     ``args`` should already have gone through :func:`augment_declare_args`. Unknown ``x-`` arguments are
     accepted. ``x-delivery-limit`` has no validator; ``x-consumer-timeout`` has one only in 4.3, where it is a
@@ -501,9 +504,10 @@ def check_queue_equivalence(
     exclusive: bool = False,
     new_exclusive: bool = False,
 ) -> None:
-    """Redeclaring an existing queue (EQ-1): ``durable``, ``auto_delete``, then the type's arguments in order.
+    """Redeclaring an existing queue (``rabbit_amqqueue:assert_equivalence/5``): ``durable``, ``auto_delete``, then
+    the type's arguments in order.
 
-    Runs *instead of* the validators (EQ-3): an invalid new value reads ``inequivalent arg``. The
+    Runs *instead of* the validators: an invalid new value reads ``inequivalent arg``. The
     exclusive-owner check (405) is the caller's and comes first. RabbitMQ compares ``durable and not
     exclusive`` on both sides, so pass the stored and the requested exclusivity when they may be True.
 

@@ -3,7 +3,9 @@
 A field is ``(tag, value)`` and a table is ``{key: (tag, value)}``; the dict's insertion order is the wire
 order. Decoding then encoding gives back the same bytes: an ``l`` long stays a long, a ``d`` double stays a
 double, a non-UTF-8 ``S`` longstr survives through ``surrogateescape``, and a ``T`` timestamp stays a raw
-integer. pamqp's table codec cannot do this (see design/pamqp-notes.md, section 2.3 item 2).
+integer. pamqp's table codec cannot do this: it encodes a ``float`` as a 32-bit ``f``, re-picks integer tags by
+value (``l`` 5 comes back as ``b``), sorts keys and cannot re-encode a non-UTF-8 longstr (gmr/pamqp#79); the
+round trip of every tag is pinned by tests/unit/test_fields.py.
 
 Values by tag (RabbitMQ's names in brackets):
 

@@ -1,10 +1,11 @@
 """Version profiles: the RabbitMQ behaviours that differ between releases, as plain switches.
 
 ``FakeRabbit(rabbitmq_version="3.12")`` picks a profile with :func:`get_profile`; broker code asks the profile
-and never compares version strings. Spec references (``shared/spec/rabbitmq-behaviour.md``) are given per
-field.
+and never compares version strings. Each field says what changed and, where it is not obvious, the RabbitMQ
+code that changed; tests/unit/test_profile.py pins every family's values and the conformance tests check them
+against the live brokers.
 
-Families (the spec's version legend):
+Families:
 
 ========  ==============  ==========================================================================
 family    versions        notes
@@ -78,29 +79,31 @@ class Profile:
     #: The server-properties ``version`` the fake announces.
     server_version: str
 
-    # -- dead-lettering (spec C-G) ------------------------------------------------------------------------
-    #: XF-2: ``x-last-death-{reason,queue,exchange}`` headers (3.13+).
+    # -- dead-lettering -------------------------------------------------------------------------------------
+    #: ``x-last-death-{reason,queue,exchange}`` headers (3.13+, ``mc:record_death``).
     last_death_headers: bool
-    #: DM-3: keep the ``CC`` header on a dead-lettered copy when a DLRK replaced the routing keys (3.13+).
+    #: Keep the ``CC`` header on a dead-lettered copy when a DLRK replaced the routing keys (3.13+,
+    #: ``dead_lettering_SUITE:dead_letter_headers_CC_with_routing_key``).
     keep_cc_with_dlrk: bool
-    #: G: a client-published ``x-death`` is edited in place (≤3.12), parsed (3.13) or ignored (4.x).
+    #: A client-published ``x-death`` is edited in place (≤3.12), parsed (3.13) or ignored (4.x: 4.0.1 release notes).
     client_x_death: ClientXDeath
-    #: XD-2: x-death table field order of the MC code (3.13+) instead of the LEGACY order.
+    #: x-death table field order of the MC code (3.13+, ``mc_amqpl:death_table/7``) instead of the LEGACY order.
     x_death_mc_order: bool
-    #: DM-1: re-render ``expiration`` / ``original-expiration`` from the parsed number ("007" -> "7") (3.13+).
+    #: Re-render ``expiration`` / ``original-expiration`` from the parsed number ("007" -> "7") (3.13+).
     normalise_expiration: bool
 
-    # -- quorum queue delivery limit (spec K) -------------------------------------------------------------
-    #: DLIM-2: the limit when none is configured: ``None`` (no limit) ≤3.13, 20 in 4.x.
+    # -- quorum queue delivery limit ------------------------------------------------------------------------
+    #: The limit when none is configured: ``None`` (no limit) ≤3.13, 20 in 4.x.
     delivery_limit_default: int | None
-    #: DLIM-3: what the limit counts: every return (≤3.13), acquisitions (4.0-4.2), failed deliveries (4.3+).
+    #: What the limit counts (``rabbit_fifo:return_one``): every return (≤3.13), acquisitions (4.0-4.2), failed
+    #: deliveries (4.3+).
     delivery_limit_counter: DeliveryLimitCounter
-    #: DLIM-4: ``x-acquired-count`` header on redelivered quorum messages (4.3+).
+    #: ``x-acquired-count`` header on redelivered quorum messages (4.3+).
     acquired_count_header: bool
-    #: DLIM-4: ``x-delivery-count`` is already present (as 0) on the first ``basic.get`` (LEGACY; seen on 3.10.8;
+    #: ``x-delivery-count`` is already present (as 0) on the first ``basic.get`` (LEGACY; seen on 3.10.8;
     #: a consumer's first delivery has none).
     delivery_count_header_from_zero: bool
-    #: DLIM-1/2, POL-3: a negative delivery limit means "unlimited" and wins over a positive one (max),
+    #: A negative delivery limit means "unlimited" and wins over a positive one (max),
     #: and the ``delivery-limit`` policy accepts negative integers (4.x). Before, the policy must be ≥ 0.
     negative_delivery_limit_unlimited: bool
 
@@ -134,23 +137,23 @@ class Profile:
     #: is not an encoded pid crashes the connection (541). Live 3.10.8, 4.0.5, 4.3.6.
     reply_to_volatile_queue: bool
 
-    # -- policies (spec L) --------------------------------------------------------------------------------
-    #: POL-3: keys an operator policy may contain.
+    # -- policies ---------------------------------------------------------------------------------------------
+    #: Keys an operator policy may contain (``rabbit_policies:register/0``).
     operator_policy_keys: frozenset[str]
-    #: POL-2: policy keys that make a policy skip quorum queues.
+    #: Policy keys that make a policy skip quorum queues (``rabbit_quorum_queue`` ``unsupported_policies``).
     unsupported_qq_policy_keys: frozenset[str]
-    #: POL-2: policy keys that make a policy skip classic queues.
+    #: Policy keys that make a policy skip classic queues (``rabbit_classic_queue`` ``unsupported_policies``).
     unsupported_classic_policy_keys: frozenset[str]
-    #: POL-1: ``apply-to`` may name a queue type (``classic_queues``, ``quorum_queues``, ``streams``) (3.12+).
+    #: ``apply-to`` may name a queue type (``classic_queues``, ``quorum_queues``, ``streams``) (3.12+).
     queue_type_apply_to: bool
-    #: POL-6: the classic mirroring keys (``ha-*``) are still recognised policy settings (≤3.13).
+    #: The classic mirroring keys (``ha-*``) are still recognised policy settings (≤3.13).
     ha_policy_keys: bool
     #: Policy keys recognised only from some version on (3.12: ``consumer-timeout``; 3.13: ``target-group-size``,
     #: ``stream-filter-size-bytes``; 4.3: ``consumer-disconnected-timeout``, ``delayed-retry-*``).
     extra_policy_keys: frozenset[str]
 
-    # -- queue.declare (spec N, O) ------------------------------------------------------------------------
-    #: EQ-1: render both sides of an ``inequivalent arg`` error with types. No released version does.
+    # -- queue.declare -----------------------------------------------------------------------------------------
+    #: Render both sides of an ``inequivalent arg`` error with types. No released version does.
     typed_inequivalence_text: bool
     #: 4.x: a declare without ``x-queue-type`` gets ``x-queue-type = "classic"`` stored in its arguments (the
     #: vhost default queue type), so a later redeclare as quorum reads ``received 'quorum' but current is

@@ -394,7 +394,7 @@ class Session:
             raise errors.ResourceLocked(_sac_get_refused(q, self.broker.profile.sac_get_error_prints_type_term))
         q.touch()
         self.ack_timer.active()
-        e = q.fetch()
+        e = q.fetch(no_ack)
         if e is None:
             return None
         tag = self.next_tag

@@ -12,8 +12,8 @@ from pika import spec
 
 from fakerabbit.broker.erlhash import phash2_binaries
 from tests.conformance.conftest import Target
-from tests.conformance.rawamqp import RawAMQP
 from tests.conformance.versions import for_versions
+from tests.rawamqp import RawAMQP
 
 
 def closed(conn: Any, fn: Any) -> tuple[int, str]:

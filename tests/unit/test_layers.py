@@ -1,4 +1,4 @@
-"""The layer rules of shared/design/architecture.md, checked on the source (imports read with ``ast``).
+"""The layer rules of docs/architecture.md, checked on the source (imports read with ``ast``).
 
 - ``broker/`` never imports ``protocol/`` (or anything above it), pamqp, sockets, threads or asyncio, and never
   reads the wall clock: its time comes from the injected clock.

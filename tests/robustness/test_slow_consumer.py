@@ -22,8 +22,8 @@ import pytest
 from pika import spec
 
 from fakerabbit import FakeRabbit
-from tests.conformance.rawamqp import RawAMQP
-from tests.stress.conftest import fake_connection
+from tests.rawamqp import RawAMQP
+from tests.robustness.conftest import fake_connection
 
 MESSAGE_SIZE = 65536
 MESSAGES = 800  # 50 MiB
