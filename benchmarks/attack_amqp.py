@@ -35,20 +35,15 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import unquote, urlparse
+
+from pika import spec
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._common import Target, fake_process, fake_thread, rss_kib
+from tests.rawamqp import HEADER, Frame, RawAMQP, body_frame, frame, header_frame, method_frame
 
-HEADER = b"AMQP\x00\x00\x09\x01"
-
-
-# -- a raw AMQP client: every byte visible ------------------------------------------------------------------------
-
-
-def frame(ftype: int, channel: int, payload: bytes) -> bytes:
-    return struct.pack(">BHI", ftype, channel, len(payload)) + payload + b"\xce"
+# -- frames (the client is the test suite's raw one, tests/rawamqp.py: every byte visible) -----------------------
 
 
 def shortstr(s: bytes) -> bytes:
@@ -57,10 +52,6 @@ def shortstr(s: bytes) -> bytes:
 
 def longstr(s: bytes) -> bytes:
     return struct.pack(">I", len(s)) + s
-
-
-def method(channel: int, class_id: int, method_id: int, args: bytes = b"") -> bytes:
-    return frame(1, channel, struct.pack(">HH", class_id, method_id) + args)
 
 
 def table(fields: list[tuple[bytes, bytes]]) -> bytes:
@@ -75,93 +66,35 @@ def nested(depth: int) -> bytes:
     return b"F" + inner
 
 
-class Raw:
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
-        u = urlparse(url)
-        self.user = unquote(u.username or "guest").encode()
-        self.password = unquote(u.password or "guest").encode()
-        self.vhost = unquote(u.path[1:]) if u.path not in ("", "/") else "/"
-        self.sock = socket.create_connection((u.hostname or "127.0.0.1", u.port or 5672), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = bytearray()
-        self.eof = False
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def read_frame(self, timeout: float = 10.0) -> tuple[int, int, bytes] | None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if len(self.buf) >= 7:
-                ftype, channel, size = struct.unpack_from(">BHI", self.buf)
-                if len(self.buf) >= size + 8:
-                    payload = bytes(self.buf[7 : 7 + size])
-                    del self.buf[: size + 8]
-                    return ftype, channel, payload
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.eof:
-                return None
-            self.sock.settimeout(remaining)
-            try:
-                data = self.sock.recv(1 << 20)
-            except TimeoutError:
-                return None
-            except OSError:
-                data = b""
-            if not data:
-                self.eof = True
-                return None
-            self.buf += data
-
-    def method_ids(self, timeout: float = 10.0) -> tuple[int, int, bytes] | None:
-        """The next method frame's (class, method, arguments), skipping heartbeats."""
-        while True:
-            f = self.read_frame(timeout)
-            if f is None:
-                return None
-            if f[0] == 1:
-                class_id, method_id = struct.unpack_from(">HH", f[2])
-                return class_id, method_id, f[2][4:]
-
-    def start_ok(self, client_properties: bytes | None = None) -> bool:
-        self.send(HEADER)
-        if self.method_ids() is None:
-            return False
-        props = client_properties if client_properties is not None else table([(b"product", b"S" + longstr(b"x"))])
-        response = b"\x00" + self.user + b"\x00" + self.password
-        self.send(method(0, 10, 11, props + shortstr(b"PLAIN") + longstr(response) + shortstr(b"en_US")))
-        tune = self.method_ids()
-        return tune is not None and tune[:2] == (10, 30)
-
-    def handshake(self, client_properties: bytes | None = None) -> bool:
-        if not self.start_ok(client_properties):
-            return False
-        self.send(method(0, 10, 31, struct.pack(">HIH", 2047, 131072, 0)))
-        self.send(method(0, 10, 40, shortstr(self.vhost.encode()) + b"\x00\x00"))
-        ok = self.method_ids()
-        return ok is not None and ok[:2] == (10, 41)
-
-    def open_channel(self, ch: int = 1) -> None:
-        self.send(method(ch, 20, 10, b"\x00"))
-        assert self.method_ids() is not None
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.send(method(0, 10, 50, struct.pack(">H", 200) + shortstr(b"bye") + struct.pack(">HH", 0, 0)))
-            self.method_ids(2)
-        self.sock.close()
+def handshake(url: str, client_properties: bytes | None = None) -> RawAMQP | None:
+    """A connection through ``connection.open-ok``, or None (its socket closed) if the broker refused it."""
+    try:
+        c = RawAMQP.connect(url, client_properties=client_properties)
+    except (OSError, AssertionError):
+        return None
+    if not c.opened:
+        c.sock.close()
+        return None
+    return c
 
 
-def publish(ch: int, routing_key: bytes, body: bytes, props: bytes = b"\x00\x00") -> bytes:
+def next_method(c: RawAMQP, timeout: float = 10.0) -> Frame | None:
+    """The next method frame (heartbeats and content skipped), or None on timeout or EOF."""
+    while True:
+        f = c.read_frame(timeout)
+        if f is None or f.type == 1:
+            return f
+
+
+def publish(ch: int, queue: str, body: bytes) -> bytes:
     return (
-        method(ch, 60, 40, struct.pack(">H", 0) + shortstr(b"") + shortstr(routing_key) + b"\x00")
-        + frame(2, ch, struct.pack(">HHQ", 60, 0, len(body)) + props)
-        + frame(3, ch, body)
+        method_frame(ch, spec.Basic.Publish(exchange="", routing_key=queue))
+        + header_frame(ch, len(body), b"\x00\x00")
+        + body_frame(ch, body)
     )
 
 
-def declare(ch: int, queue: bytes, args: bytes = b"\x00\x00\x00\x00") -> bytes:
-    return method(ch, 50, 10, struct.pack(">H", 0) + shortstr(queue) + b"\x00" + args)
+CLOSE = method_frame(0, spec.Connection.Close(200, "bye", 0, 0))
 
 
 # -- measurements ------------------------------------------------------------------------------------------------
@@ -212,17 +145,13 @@ class Report:
 
 def attack_connections(url: str, rep: Report, n: int) -> None:
     with rep.attack(f"connections: {n} clients held open at once") as fig:
-        held: list[Raw] = []
+        held: list[RawAMQP] = []
         failed = 0
         for _ in range(n):
-            try:
-                c = Raw(url)
-                if c.handshake():
-                    held.append(c)
-                else:
-                    failed += 1
-                    c.sock.close()
-            except OSError:
+            c = handshake(url)
+            if c is not None:
+                held.append(c)
+            else:
                 failed += 1
         fig["held"] = len(held)
         fig["refused or failed"] = failed
@@ -236,7 +165,7 @@ def attack_half_open(url: str, rep: Report, n: int, wait: float) -> None:
     with rep.attack(f"half-open: {n} sockets send the header only") as fig:
         socks = []
         for _ in range(n):
-            c = Raw(url)
+            c = RawAMQP.socket_to(url)
             c.send(HEADER)
             socks.append(c)
         time.sleep(0.3)  # let the broker accept them all
@@ -245,8 +174,7 @@ def attack_half_open(url: str, rep: Report, n: int, wait: float) -> None:
             time.sleep(wait)
             dropped = 0
             for c in socks:
-                c.sock.settimeout(0.01)
-                c.method_ids(0.01)
+                c.read_frame(0.01)
                 with contextlib.suppress(OSError):
                     while c.sock.recv(65536):
                         pass
@@ -263,12 +191,10 @@ def attack_bodies(url: str, rep: Report, rounds: int, clients: int, size: int) -
         for r in range(rounds):
             conns = []
             for _ in range(clients):
-                c = Raw(url)
-                c.handshake()
-                c.open_channel(1)
+                c = RawAMQP.with_channel(url)
                 c.send(
-                    method(1, 60, 40, struct.pack(">H", 0) + shortstr(b"") + shortstr(b"nowhere") + b"\x00")
-                    + frame(2, 1, struct.pack(">HHQ", 60, 0, size) + b"\x00\x00")
+                    method_frame(1, spec.Basic.Publish(exchange="", routing_key="nowhere"))
+                    + header_frame(1, size, b"\x00\x00")
                 )
                 sent = 0
                 while sent < size // 2:
@@ -291,26 +217,21 @@ def attack_deep_tables(url: str, rep: Report, clients: int, log_lines: list[int]
         props = table([(b"product", b"S" + longstr(b"deep")), (b"deep", nested(550))])
         ok = 0
         for _ in range(clients):
-            c = Raw(url)
-            if c.handshake(props):
+            login = handshake(url, props)
+            if login is not None:
                 ok += 1
-            c.close()
+                login.close()
         fig["logins with deep client properties"] = f"{ok}/{clients}"
-        c = Raw(url)
-        c.handshake()
-        c.open_channel(1)
-        q = f"attack-deep-{os.getpid()}".encode()
-        c.send(declare(1, q))
-        c.method_ids()
+        c = RawAMQP.with_channel(url)
+        q = f"attack-deep-{os.getpid()}"
+        c.rpc(1, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
         headers = table([(b"deep", nested(5000))])
-        c.send(publish(1, q, b"x", struct.pack(">H", 0x2000) + headers))
-        c.send(method(1, 60, 70, struct.pack(">H", 0) + shortstr(q) + b"\x01"))  # basic.get no-ack
-        got = c.method_ids()
+        c.publish(1, "", q, b"x", struct.pack(">H", 0x2000) + headers)
+        got = c.rpc(1, spec.Basic.Get(queue=q, no_ack=True), "Basic.GetOk", "Basic.GetEmpty")
         head = c.read_frame()
-        same = got is not None and got[:2] == (60, 71) and head is not None and head[2][14:] == headers
+        same = got.name == "Basic.GetOk" and head is not None and head.payload[14:] == headers
         fig["5,000-deep headers read back unchanged"] = same
-        c.send(method(1, 50, 40, struct.pack(">H", 0) + shortstr(q) + b"\x00"))
-        c.method_ids()
+        c.rpc(1, spec.Queue.Delete(queue=q), "Queue.DeleteOk")
         c.close()
         if log_lines is not None:
             fig["log lines"] = log_lines[0] - start_lines
@@ -318,64 +239,55 @@ def attack_deep_tables(url: str, rep: Report, clients: int, log_lines: list[int]
 
 def attack_confirms(url: str, rep: Report, n: int) -> None:
     with rep.attack(f"confirms: {n} pipelined publishes with confirms, then a consumer") as fig:
-        c = Raw(url)
-        c.handshake()
-        c.open_channel(1)
-        q = f"attack-confirms-{os.getpid()}".encode()
-        c.send(declare(1, q))
-        c.method_ids()
-        c.send(method(1, 85, 10, b"\x00"))  # confirm.select
-        c.method_ids()
+        c = RawAMQP.with_channel(url)
+        q = f"attack-confirms-{os.getpid()}"
+        c.rpc(1, spec.Queue.Declare(queue=q), "Queue.DeclareOk")
+        c.rpc(1, spec.Confirm.Select(), "Confirm.SelectOk")
         c.send(publish(1, q, b"m") * n)
         settled: set[int] = set()
         frames = multiple = nacks = 0
         while len(settled) < n:
-            m = c.method_ids(10)
+            m = next_method(c)
             if m is None:
                 break
-            if m[:2] not in ((60, 80), (60, 120)):
+            if m.name not in ("Basic.Ack", "Basic.Nack"):
                 continue
-            tag, bits = struct.unpack_from(">QB", m[2])
+            tag = int(m.method.delivery_tag)
             frames += 1
-            nacks += m[:2] == (60, 120)
-            if bits & 1:
+            nacks += m.name == "Basic.Nack"
+            if m.method.multiple:
                 multiple += 1
                 settled |= set(range(1, tag + 1))
             else:
                 settled.add(tag)
         fig["ack frames"] = f"{frames} ({multiple} with multiple=true, {nacks} nacks)"
         fig["tags confirmed"] = f"{len(settled & set(range(1, n + 1)))}/{n}"
-        c.send(method(1, 60, 20, struct.pack(">H", 0) + shortstr(q) + shortstr(b"attack") + b"\x02" + longstr(b"")))
+        c.send_method(1, spec.Basic.Consume(queue=q, consumer_tag="attack", no_ack=True))
         delivered = 0
         while delivered < n:
-            m = c.method_ids(5)
+            m = next_method(c, 5)
             if m is None:
                 break
-            if m[:2] == (60, 60):
+            if m.name == "Basic.Deliver":
                 delivered += 1
         fig["delivered to a consumer"] = f"{delivered}/{n}"
-        c.send(method(1, 50, 40, struct.pack(">H", 0) + shortstr(q) + b"\x00"))
+        c.send_method(1, spec.Queue.Delete(queue=q))
         c.close()
 
 
 def attack_pipelined_errors(url: str, rep: Report) -> None:
     with rep.attack("pipelined-errors: a hard error and connection.close in one write") as fig:
-        close = method(0, 10, 50, struct.pack(">H", 200) + shortstr(b"bye") + struct.pack(">HH", 0, 0))
         for name, data in (
-            ("declare on an unopened channel", declare(5, b"x") + close),
-            ("second channel.open", method(1, 20, 10, b"\x00") + close),
+            ("declare on an unopened channel", method_frame(5, spec.Queue.Declare(queue="x")) + CLOSE),
+            ("second channel.open", method_frame(1, spec.Channel.Open()) + CLOSE),
         ):
-            c = Raw(url)
-            c.handshake()
-            c.open_channel(1)
+            c = RawAMQP.with_channel(url)
             c.send(data)
-            m = c.method_ids(3)
-            if m is not None and m[:2] == (10, 50):
-                code = struct.unpack_from(">H", m[2])[0]
-                text = m[2][3 : 3 + m[2][2]].decode("utf-8", "replace")
-                fig[name] = f"connection.close {code} {text}"
+            m = next_method(c, 3)
+            if m is not None and m.name == "Connection.Close":
+                fig[name] = f"connection.close {m.method.reply_code} {m.method.reply_text}"
             else:
-                fig[name] = f"got {m[:2] if m else None}"
+                fig[name] = f"got {m!r}"
             c.sock.close()
 
 

@@ -13,7 +13,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from fakerabbit_pytest.wire import AmqpUrl
+from .wire import AmqpUrl
 
 #: The management port RabbitMQ's defaults (and the live brokers here) pair with an AMQP port: AMQP + 10000.
 MANAGEMENT_PORT_OFFSET = 10000

@@ -164,7 +164,7 @@ def _worker_id(config: pytest.Config) -> str | None:
 
 
 def _check_management_for_xdist(settings: FakeRabbitSettings) -> None:
-    from fakerabbit_pytest.management import ManagementError
+    from .management import ManagementError
 
     api = settings.management_client()
     try:
@@ -235,7 +235,7 @@ class FakeRabbitSettings:
 
     def management_client(self) -> Any:
         """A :class:`fakerabbit_pytest.management.ManagementClient` for the real broker of ``real_url``."""
-        from fakerabbit_pytest.management import ManagementClient, default_management_url
+        from .management import ManagementClient, default_management_url
 
         assert self.real_url is not None
         target = self.real_target()
@@ -247,7 +247,7 @@ class FakeRabbitSettings:
         """The :class:`fakerabbit_pytest.wire.AmqpUrl` of ``real_url`` (with the ``--fakerabbit-ca-file``)."""
         from dataclasses import replace
 
-        from fakerabbit_pytest.wire import AmqpUrl
+        from .wire import AmqpUrl
 
         assert self.real_url is not None
         return replace(AmqpUrl.parse(self.real_url), ca_file=self.ca_file)
@@ -426,10 +426,10 @@ class FakeRabbitSession:
         if self.real is None:
             from dataclasses import replace
 
-            from fakerabbit_pytest.management import ManagementError
-            from fakerabbit_pytest.proxy import RecordingProxy
-            from fakerabbit_pytest.real import RealRabbit
-            from fakerabbit_pytest.wire import MiniClient
+            from .management import ManagementError
+            from .proxy import RecordingProxy
+            from .real import RealRabbit
+            from .wire import MiniClient
 
             target = self.defaults.real_target()
             api = self.defaults.management_client()
@@ -467,7 +467,7 @@ class FakeRabbitSession:
             if self.real.proxy is not None:
                 self.real.proxy.stop()
             if self.worker_vhost is not None and self.real.management is not None:
-                from fakerabbit_pytest.management import ManagementError
+                from .management import ManagementError
 
                 try:
                     self.real.management.delete_vhost(self.worker_vhost)

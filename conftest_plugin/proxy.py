@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 
 from fakerabbit.broker.fields import FieldError, decode_table, table_to_python
 from fakerabbit.testing.snapshots import ConnectionSnapshot
-from fakerabbit_pytest.wire import (
+
+from .wire import (
     FRAME_METHOD,
     PROTOCOL_HEADER,
     connection_close_frame,

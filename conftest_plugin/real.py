@@ -13,16 +13,17 @@ import asyncio
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
 import pytest
 
 from fakerabbit.testing.api import MANAGEMENT_CLOSE_TEXT, ConnectionFilter
 from fakerabbit.testing.snapshots import ConnectionSnapshot
-from fakerabbit_pytest.management import ManagementClient, ManagementError
-from fakerabbit_pytest.proxy import Link, RecordingProxy
-from fakerabbit_pytest.wire import AMQPClosed, AmqpUrl, MiniClient
+
+from .management import ManagementClient, ManagementError
+from .proxy import Link, RecordingProxy
+from .wire import AMQPClosed, AmqpUrl, MiniClient
 
 CLOCK_SKIP = (
     "needs fakerabbit's virtual clock (clock.advance); against a real RabbitMQ run with --fakerabbit-real-wait "
@@ -381,3 +382,10 @@ def _delete(target: AmqpUrl, vhost: str, queues: list[str], exchanges: list[str]
                         failures.append(f"{kind} {name!r} in vhost {vhost!r}: {exc}")
                         break
     return failures
+
+
+if TYPE_CHECKING:
+    from fakerabbit.testing.rabbit import Rabbit
+
+    #: mypy checks that RealRabbit has the shape FakeRabbit shares with it (``fakerabbit.testing.rabbit``).
+    _REAL_RABBIT_IS_A_RABBIT: type[Rabbit] = RealRabbit

@@ -261,6 +261,18 @@ class _TimerClock:
             if self._after is not None:
                 self._after()
 
+    def catch_up(self) -> int:
+        """Fire the timers already due at the clock's time (the server calls this on its loop before handling
+        client data): a timer the broker set for "now" (a TTL-0 head a dequeue exposed, a zero timeout) fires
+        before the client's next command, as RabbitMQ's would, without the clock moving."""
+        timers = self._timers
+        if not timers:
+            return 0
+        now = self.now_ms()
+        if timers[0][0] > now:
+            return 0
+        return self._fire_due(now)
+
     def _fire_due(self, target_ms: int) -> int:
         """Fire, in deadline order, every timer due at ``target_ms`` (including ones the firings schedule).
         During each callback the clock reads the timer's deadline, as if the broker had run on time.
@@ -386,10 +398,6 @@ class FollowingClock(_TimerClock):
     def tick(self) -> int:
         """Fire every timer due at the followed time; returns how many fired, once their frames are written."""
         return self._run(self.now_ms)
-
-    def catch_up(self) -> int:
-        """Fire due timers in place (the server calls this on its loop before handling client data)."""
-        return self._fire_due(self.now_ms())
 
     def advance(self, seconds: float | timedelta) -> int:
         """Not available: move time with freezegun / time-machine, then call :meth:`tick`."""

@@ -350,6 +350,8 @@ class FakeRabbit(TestingAPI):
         clock = self.clock
         if isinstance(clock, VirtualClock):
             clock.attach(self._call, self._listener.drain_inbound, self._listener.flush)
+            # A timer set for the current time (e.g. a TTL-0 head a basic.get exposed) fires before the next command.
+            self._listener.on_inbound = clock.catch_up
         elif isinstance(clock, FollowingClock):
             clock.attach(self._call, self._listener.drain_inbound, self._listener.flush)
             following = clock
@@ -539,3 +541,10 @@ class _Served:
 
     def reset(self) -> None:
         self._rabbit.reset()
+
+
+if TYPE_CHECKING:
+    from fakerabbit.testing.rabbit import Rabbit
+
+    #: mypy checks that FakeRabbit has the shape the pytest plugin's RealRabbit shares with it.
+    _FAKE_RABBIT_IS_A_RABBIT: type[Rabbit] = FakeRabbit

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install fakerabbit with its test dependencies into ./.venv and run the whole test suite:
 # ruff on the package, tests and benchmarks, mypy --strict, then pytest (unit, conformance, clients, plugin,
-# management, examples, stress).
+# management, examples, robustness).
 #
 # Conformance tests also run against live RabbitMQ brokers. Unless FAKERABBIT_REAL_URLS is already set, this
 # starts RabbitMQ 3.10, 4.0 and 4.3 with scripts/real-rabbitmq.sh (Debian chroots built once and cached; needs
@@ -35,5 +35,5 @@ fi
 echo "real brokers: ${FAKERABBIT_REAL_URLS:-none}"
 .venv/bin/ruff check fakerabbit conftest_plugin tests benchmarks
 .venv/bin/ruff format --check fakerabbit conftest_plugin tests benchmarks
-.venv/bin/mypy fakerabbit
+.venv/bin/mypy fakerabbit conftest_plugin
 .venv/bin/python -m pytest -p no:cacheprovider "$@"

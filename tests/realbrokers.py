@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from tests.rawamqp import HEADER, RawAMQP
+
 SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "real-rabbitmq.sh"
 
 
@@ -44,26 +46,19 @@ def _parse_map(text: str) -> dict[str, str]:
 
 
 def server_version(url: str) -> str:
-    """The ``version`` a broker announces in ``connection.start``."""
-    parts = urlsplit(url)
-    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5672), timeout=5) as s:
-        s.sendall(b"AMQP\x00\x00\x09\x01")
-        data = b""
-        s.settimeout(5)
-        while len(data) < 7 or len(data) < 7 + int.from_bytes(data[3:7], "big") + 1:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    marker = b"\x07version"
-    i = data.find(marker)
-    if i < 0:
+    """The ``version`` a broker announces in ``connection.start`` ("0" if it announces none)."""
+    c = RawAMQP.socket_to(url)
+    try:
+        c.send(HEADER)
+        start = c.read_frame()
+    finally:
+        c.sock.close()
+    if start is None or start.name != "Connection.Start":
         return "0"
-    j = i + len(marker)
-    if data[j : j + 1] != b"S":
-        return "0"
-    n = int.from_bytes(data[j + 1 : j + 5], "big")
-    return data[j + 5 : j + 5 + n].decode()
+    version = start.method.server_properties.get("version")
+    if isinstance(version, bytes):
+        version = version.decode()
+    return version if isinstance(version, str) else "0"
 
 
 def profile_matches(profile: str, version: str) -> bool:

@@ -1,17 +1,19 @@
 """``queue.declare`` / ``exchange.declare`` argument checks and the ``expiration`` property parser.
 
 Pure functions over typed tables (``{key: (tag, value)}``, see :mod:`fakerabbit.broker.fields`) that raise
-:mod:`fakerabbit.broker.errors` with RabbitMQ's exact texts (spec sections N and O, TTL-8):
+:mod:`fakerabbit.broker.errors` with RabbitMQ's exact texts (``rabbit_amqqueue:check_declare_arguments/3``,
+``rabbit_amqqueue:assert_equivalence/5``, ``rabbit_basic:parse_expiration/1``; pinned by tests/unit/test_arguments.py
+and tests/conformance/test_declare_args.py):
 
 * :func:`augment_declare_args` — 4.x stores ``x-queue-type = "classic"`` when the client sent no type.
-* :func:`validate_new_queue` — the checks for a queue that does not exist yet, in RabbitMQ's order (N-1).
-* :func:`check_queue_equivalence` — redeclaring an existing queue (EQ-1 - EQ-3).
+* :func:`validate_new_queue` — the checks for a queue that does not exist yet, in RabbitMQ's order.
+* :func:`check_queue_equivalence` — redeclaring an existing queue.
 * :func:`validate_new_exchange` / :func:`check_exchange_equivalence` — the same for exchanges.
-* :func:`parse_expiration` — the ``expiration`` property (TTL-8).
+* :func:`parse_expiration` — the ``expiration`` property.
 
 Texts were checked against a live RabbitMQ 3.10.8 (2026-11-21) unless a docstring says otherwise; Erlang
-terms in them are rendered by :func:`erl_pretty`, including the line break Erlang's ``~p`` inserts into a
-tagged pair that does not fit in 80 columns.
+terms in them are rendered by :mod:`fakerabbit.broker.erlterm`, including the line break Erlang's ``~p`` inserts
+into a tagged pair that does not fit in 80 columns.
 
 Stream queues (``x-queue-type = "stream"``) get their own arguments checked here (``x-max-age`` with
 :func:`check_max_age`, the segment and filter sizes) and the stream's ``declare/2`` checks (properties, segment
@@ -21,7 +23,6 @@ size limit, filter size); the queue itself is :mod:`fakerabbit.broker.stream`.
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from fakerabbit.broker import errors, texts
+from fakerabbit.broker.erlterm import Atom, ErlStr, pretty, write
 from fakerabbit.broker.fields import INTEGER_TAGS, Field, Table, type_name
 from fakerabbit.broker.profile import Profile
 
@@ -36,16 +38,12 @@ __all__ = [
     "MAX_EXPIRY",
     "QUEUE_MASTER_LOCATOR_TEXT",
     "TRANSIENT_NONEXCL_TEXT",
-    "Atom",
-    "ErlStr",
     "augment_declare_args",
     "check_consumer_timeout_argument",
     "check_exchange_equivalence",
     "check_max_age",
     "check_queue_equivalence",
     "deprecated_feature_text",
-    "erl_pretty",
-    "erl_tp",
     "int_value",
     "number_value",
     "parse_expiration",
@@ -83,117 +81,7 @@ QUEUE_MASTER_LOCATOR_TEXT: Final = deprecated_feature_text("queue_master_locator
 _MASTER_LOCATORS: Final = frozenset({"client-local", "min-masters", "random"})
 
 # ======================================================================================================
-# Erlang term rendering (~p / ~tp), shared with the policy module
-
-
-@dataclass(frozen=True, slots=True)
-class Atom:
-    """An Erlang atom."""
-
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class ErlStr:
-    """An Erlang string (a char list), kept as the UTF-8 bytes RabbitMQ 3.10 formats byte by byte."""
-
-    data: bytes
-
-    @classmethod
-    def of(cls, text: str) -> ErlStr:
-        return cls(text.encode("utf-8", "surrogateescape"))
-
-
-_PLAIN_ATOM: Final = re.compile(r"[a-z][A-Za-z0-9_@]*")
-_ESCAPES: Final = {
-    92: "\\\\",
-    34: '\\"',
-    8: "\\b",
-    9: "\\t",
-    10: "\\n",
-    11: "\\v",
-    12: "\\f",
-    13: "\\r",
-    27: "\\e",
-}
-
-
-def _printable(data: bytes) -> bool:
-    """``io_lib:printable_latin1_list`` applied to bytes (RabbitMQ 3.10 behaviour, verified)."""
-    return all(32 <= b <= 126 or b >= 160 or b in _ESCAPES for b in data)
-
-
-def _quoted(data: bytes) -> str:
-    text = data.decode("utf-8", "surrogateescape")
-    return '"' + "".join(_ESCAPES.get(ord(c), c) if ord(c) < 128 else c for c in text) + '"'
-
-
-def _erl_float(f: float) -> str:
-    """Erlang's shortest float text: ``1.5``, ``0.1``, ``1.0e20`` (verified: ``1e20`` in a policy)."""
-    r = repr(f)
-    if "e" not in r or not math.isfinite(f):
-        return r
-    mantissa, exp = r.split("e")
-    return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{int(exp)}"
-
-
-def erl_tp(term: Any) -> str:
-    """Flat ``~tp`` rendering.
-
-    Python ``bytes`` are binaries, ``str`` and :class:`ErlStr` are strings, ``bool`` / ``None`` are the atoms
-    ``true`` / ``false`` / ``null``, a ``dict`` is a map (keys in the given order).
-    """
-    if isinstance(term, bool):
-        return "true" if term else "false"
-    if term is None:
-        return "null"
-    if isinstance(term, Atom):
-        if _PLAIN_ATOM.fullmatch(term.name):
-            return term.name
-        return "'" + term.name.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    if isinstance(term, int):
-        return str(term)
-    if isinstance(term, float):
-        return _erl_float(term)
-    if isinstance(term, str):
-        term = ErlStr.of(term)
-    if isinstance(term, ErlStr):
-        if term.data and _printable(term.data):
-            return _quoted(term.data)
-        return "[" + ",".join(map(str, term.data)) + "]"
-    if isinstance(term, bytes):
-        if not term:
-            return "<<>>"
-        if _printable(term):
-            return "<<" + _quoted(term) + ">>"
-        return "<<" + ",".join(map(str, term)) + ">>"
-    if isinstance(term, tuple):
-        return "{" + ",".join(erl_tp(x) for x in term) + "}"
-    if isinstance(term, list):
-        return "[" + ",".join(erl_tp(x) for x in term) + "]"
-    if isinstance(term, dict):
-        return "#{" + ",".join(f"{erl_tp(k)} => {erl_tp(v)}" for k, v in term.items()) + "}"
-    raise TypeError(f"cannot render {term!r} as an Erlang term")
-
-
-def erl_pretty(term: Any, column: int, line_length: int = 80) -> str:
-    """``~p`` (``~255p`` with ``line_length=255``) of ``term`` printed at ``column`` (0-based).
-
-    A tagged pair that does not fit is broken after the tag and its value aligned one column right of the
-    brace. On RabbitMQ 3.10.8 (verified 2026-11-21) the break happens once
-    ``column + width > line_length - 2``.
-    Other terms are printed flat.
-    """
-    flat = erl_tp(term)
-    if column + len(flat) <= line_length - 2:
-        return flat
-    if isinstance(term, tuple) and len(term) == 2 and isinstance(term[0], Atom):
-        return "{" + erl_tp(term[0]) + ",\n" + " " * (column + 1) + erl_tp(term[1]) + "}"
-    return flat
-
-
-# ======================================================================================================
-# expiration (TTL-8)
+# expiration (rabbit_basic:parse_expiration/1)
 
 
 def parse_expiration(raw: str | bytes) -> int:
@@ -218,7 +106,7 @@ def parse_expiration(raw: str | bytes) -> int:
     prefix = f"invalid expiration '{data.decode('utf-8', 'surrogateescape')}': "
     # RabbitMQ 3.10 formats the raw value with ~s, i.e. byte by byte: the column counts bytes.
     column = len("invalid expiration '") + len(data) + len("': ")
-    raise errors.PreconditionFailed(prefix + erl_pretty(term, column))
+    raise errors.PreconditionFailed(prefix + pretty(term, column))
 
 
 # ======================================================================================================
@@ -293,12 +181,12 @@ def _val(v: Any) -> str:
     if v is None or v == Atom("undefined"):
         return "none"
     if isinstance(v, _Typed):
-        shown = v.value.decode("utf-8", "replace") if isinstance(v.value, bytes) else erl_tp(v.value)
+        shown = v.value.decode("utf-8", "replace") if isinstance(v.value, bytes) else write(v.value)
         return f"the value '{shown}' of type '{v.type}'"
     if isinstance(v, tuple) and len(v) == 2:
         # A decimal {Scale, Unscaled} hits val({Type, Value}) and crashes formatting ~ts with an integer.
         raise errors.InternalError("")
-    return "'" + (v.decode("utf-8", "replace") if isinstance(v, bytes) else erl_tp(v)) + "'"
+    return "'" + (v.decode("utf-8", "replace") if isinstance(v, bytes) else write(v)) + "'"
 
 
 def _field_equivalence(current: Any, new: Any, rs: str, key: str) -> None:
@@ -530,7 +418,7 @@ _LEADER_LOCATORS: Final = frozenset({"client-local", "balanced", "random", "leas
 
 def _invalid_arg(key: str, rs: str, term: Any) -> errors.PreconditionFailed:
     prefix = f"invalid arg '{key}' for {rs}: "
-    return errors.PreconditionFailed(prefix + erl_pretty(term, len(prefix), 255))
+    return errors.PreconditionFailed(prefix + pretty(term, len(prefix), line_length=255))
 
 
 def _type_arguments(queue_type: str, profile: Profile) -> tuple[str, ...]:
@@ -574,17 +462,19 @@ def validate_new_queue(
 ) -> str:
     """Check a ``queue.declare`` of a new queue; return its type, ``"classic"``, ``"quorum"`` or ``"stream"``.
 
-    RabbitMQ's order (N-1), after the caller's permission checks:
+    RabbitMQ's order (``rabbit_channel``'s ``queue.declare`` handler, then
+    ``rabbit_amqqueue:check_declare_arguments/3``), after the caller's permission checks:
 
-    1. ``x-dead-letter-exchange`` must be a longstr (N-2; RabbitMQ checks this before permissions, so the
+    1. ``x-dead-letter-exchange`` must be a longstr (RabbitMQ checks this before permissions, so the
        caller may already have done it);
     2. ``x-queue-type``;
-    3. the type's own arguments, in ``declare_args`` order (N-3);
-    4. arguments known only to other queue types, in the client's table order (N-5);
+    3. the type's own arguments, in ``declare_args`` order;
+    4. arguments known only to other queue types, in the client's table order (``check_arguments_key/4``);
     5. 4.3: neither durable nor exclusive -> 541 INTERNAL_ERROR (:data:`TRANSIENT_NONEXCL_TEXT`);
     6. classic: ``x-queue-master-locator`` (:attr:`Profile.queue_master_locator`);
-    7. quorum and stream: ``auto-delete``, then ``exclusive-owner``, then ``non-durable`` (DLIM-7); a stream's
-       segment size (at most 3,000,000,000) and, from 3.13, its filter size (16 - 255).
+    7. quorum and stream: ``auto-delete``, then ``exclusive-owner``, then ``non-durable``
+       (``rabbit_queue_type_util``); a stream's segment size (at most 3,000,000,000) and, from 3.13, its filter
+       size (16 - 255).
 
     ``args`` should already have gone through :func:`augment_declare_args`. Unknown ``x-`` arguments are
     accepted. ``x-delivery-limit`` has no validator; ``x-consumer-timeout`` has one only in 4.3, where it is a
@@ -677,9 +567,10 @@ def check_queue_equivalence(
     exclusive: bool = False,
     new_exclusive: bool = False,
 ) -> None:
-    """Redeclaring an existing queue (EQ-1): ``durable``, ``auto_delete``, then the type's arguments in order.
+    """Redeclaring an existing queue (``rabbit_amqqueue:assert_equivalence/5``): ``durable``, ``auto_delete``, then
+    the type's arguments in order.
 
-    Runs *instead of* the validators (EQ-3): an invalid new value reads ``inequivalent arg``. The
+    Runs *instead of* the validators: an invalid new value reads ``inequivalent arg``. The
     exclusive-owner check (405) is the caller's and comes first. RabbitMQ compares ``durable and not
     exclusive`` on both sides, so pass the stored and the requested exclusivity when they may be True.
 

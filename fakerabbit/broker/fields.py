@@ -3,7 +3,9 @@
 A field is ``(tag, value)`` and a table is ``{key: (tag, value)}``; the dict's insertion order is the wire
 order. Decoding then encoding gives back the same bytes: an ``l`` long stays a long, a ``d`` double stays a
 double, a non-UTF-8 ``S`` longstr survives through ``surrogateescape``, and a ``T`` timestamp stays a raw
-integer. pamqp's table codec cannot do this (see design/pamqp-notes.md, section 2.3 item 2).
+integer. pamqp's table codec cannot do this: it encodes a ``float`` as a 32-bit ``f``, re-picks integer tags by
+value (``l`` 5 comes back as ``b``), sorts keys and cannot re-encode a non-UTF-8 longstr (gmr/pamqp#79); the
+round trip of every tag is pinned by tests/unit/test_fields.py.
 
 Values by tag (RabbitMQ's names in brackets):
 
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import calendar
 import decimal
+import math
 import struct
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -137,7 +140,7 @@ _SCALARS[ord("L")] = ("l", struct.Struct(">q"))
 # A private context so a caller's decimal context (precision, traps) cannot change decoded values.
 _DEC_CONTEXT: Final = decimal.Context(prec=60, Emin=-999_999, Emax=999_999)
 
-_T, _D, _S, _X, _A, _F, _V = (ord(c) for c in "tDSxAFV")
+_T, _D, _S, _X, _A, _F, _V, _f, _d = (ord(c) for c in "tDSxAFVfd")
 
 _Buffer: TypeAlias = "bytes | bytearray | memoryview"
 
@@ -159,7 +162,7 @@ def _read_length(data: _Buffer, pos: int, end: int, what: str) -> tuple[int, int
     return start, stop
 
 
-def _decode_scalar(data: _Buffer, code: int, pos: int, end: int) -> tuple[Field, int]:
+def _decode_scalar(data: _Buffer, code: int, pos: int, end: int, finite: bool = False) -> tuple[Field, int]:
     """Decode a value that is not a table or an array (its tag octet ``code`` is already read)."""
     scalar = _SCALARS.get(code)
     if scalar is not None:
@@ -167,7 +170,10 @@ def _decode_scalar(data: _Buffer, code: int, pos: int, end: int) -> tuple[Field,
         stop = pos + st.size
         if stop > end:
             raise FieldError(f"truncated {TYPE_NAMES[tag]} field value")
-        return (tag, st.unpack_from(data, pos)[0]), stop
+        value = st.unpack_from(data, pos)[0]
+        if finite and code in (_f, _d) and not math.isfinite(value):
+            raise FieldError(f"{TYPE_NAMES[tag]} field value {value} is not a finite number")
+        return (tag, value), stop
     if code == _S:
         start, stop = _read_length(data, pos, end, "longstr")
         return ("S", str(data[start:stop], "utf-8", "surrogateescape")), stop
@@ -194,7 +200,7 @@ def _decode_scalar(data: _Buffer, code: int, pos: int, end: int) -> tuple[Field,
 _Container: TypeAlias = "Table | list[Field] | list[tuple[str, Field]]"
 
 
-def _decode_body(data: _Buffer, pos: int, end: int, root: _Container, keyed: bool) -> None:
+def _decode_body(data: _Buffer, pos: int, end: int, root: _Container, keyed: bool, finite: bool = False) -> None:
     """Fill ``root`` with the table (``keyed``) or array body at ``data[pos:end]``.
 
     Iterative: RabbitMQ takes tables nested thousands deep, so nesting lives on a list here, never on the
@@ -226,7 +232,7 @@ def _decode_body(data: _Buffer, pos: int, end: int, root: _Container, keyed: boo
             field: Field = ("F" if code == _F else "A", child)
             pos = stop
         else:
-            field, pos = _decode_scalar(data, code, pos, end)
+            field, pos = _decode_scalar(data, code, pos, end, finite)
         level[1] = pos
         if isinstance(container, dict):
             container[key] = field
@@ -257,18 +263,26 @@ def _decode_value(data: _Buffer, pos: int, end: int) -> tuple[Field, int]:
     return _decode_scalar(data, code, pos, end)
 
 
-def decode_table(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Table, int]:
-    """Decode the 4-byte length-prefixed field table at ``offset``; return it and the offset after it."""
+def decode_table(
+    data: bytes | bytearray | memoryview, offset: int = 0, *, end: int | None = None, finite: bool = False
+) -> tuple[Table, int]:
+    """Decode the 4-byte length-prefixed field table at ``offset``; return it and the offset after it.
+
+    Nothing is read at or beyond ``end`` (default: the end of ``data``). With ``finite``, the table is read as
+    RabbitMQ's parser (``rabbit_binary_parser:parse_table/1``) reads a client's table: like Erlang's binary
+    float matching, it refuses a float or double that is NaN or infinite."""
     data = _as_buffer(data)
     if offset < 0:
         raise FieldError("negative offset")
-    start, stop = _read_length(data, offset, len(data), "field table")
+    start, stop = _read_length(data, offset, len(data) if end is None else end, "field table")
     table: Table = {}
-    _decode_body(data, start, stop, table, True)
+    _decode_body(data, start, stop, table, True, finite)
     return table, stop
 
 
-def decode_table_pairs(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[list[tuple[str, Field]], int]:
+def decode_table_pairs(
+    data: bytes | bytearray | memoryview, offset: int = 0, *, finite: bool = False
+) -> tuple[list[tuple[str, Field]], int]:
     """Like :func:`decode_table`, but the outermost table comes back as its (key, field) pairs in wire order,
     repeated keys included (RabbitMQ keeps a table as a list: ``lists:keyfind/3`` finds the first)."""
     data = _as_buffer(data)
@@ -276,7 +290,7 @@ def decode_table_pairs(data: bytes | bytearray | memoryview, offset: int = 0) ->
         raise FieldError("negative offset")
     start, stop = _read_length(data, offset, len(data), "field table")
     pairs: list[tuple[str, Field]] = []
-    _decode_body(data, start, stop, pairs, True)
+    _decode_body(data, start, stop, pairs, True, finite)
     return pairs, stop
 
 

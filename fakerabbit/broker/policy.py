@@ -1,12 +1,15 @@
-"""Policies and operator policies: validation, matching and the effective queue settings (spec section L).
+"""Policies and operator policies: validation, matching and the effective queue settings (RabbitMQ's
+``rabbit_policy`` and ``rabbit_policies``; pinned by tests/unit/test_policy.py and tests/conformance/test_policies.py).
 
 * :func:`validate_policy` — ``rabbitmqctl set_policy`` / ``set_operator_policy`` validation, raising
-  :class:`PolicyError` with RabbitMQ's texts (POL-1, POL-6; verified on a live 3.10.8 with ``rabbitmqctl``).
-* :func:`select_policy` — the one policy of a set that applies to a queue or exchange (POL-1, POL-2).
-* :func:`effective_policy_definition` — a user policy merged with an operator policy (POL-3), as the
-  management API's ``effective_policy_definition`` shows it.
-* :func:`effective_settings` — policies combined with the queue's arguments (POL-4, TTL-1, QX-2, ML-2,
-  DLIM-1/2, DLIM-6) into a :class:`QueueSettings`.
+  :class:`PolicyError` with RabbitMQ's texts (``rabbit_policy:validation/3``, ``rabbit_policies:validate_policy0``;
+  verified on a live 3.10.8 with ``rabbitmqctl``).
+* :func:`select_policy` — the one policy of a set that applies to a queue or exchange (``rabbit_policy:match_all/3``,
+  ``rabbit_queue_type:is_policy_applicable/2``).
+* :func:`effective_policy_definition` — a user policy merged with an operator policy
+  (``rabbit_policies:merge_policy_value/3``), as the management API's ``effective_policy_definition`` shows it.
+* :func:`effective_settings` — policies combined with the queue's arguments (``process_args_policy`` of the classic
+  queue process, ``rabbit_quorum_queue:gather_policy_config``) into a :class:`QueueSettings`.
 * :func:`effective_alternate_exchange` — an exchange's alternate exchange (argument wins over policy).
 
 Policy definitions are plain JSON values (``str``, ``int``, ``float``, ``bool``, ``None``, lists, dicts).
@@ -21,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from fakerabbit.broker import texts
-from fakerabbit.broker.arguments import erl_tp, int_value, number_value, str_value
+from fakerabbit.broker.arguments import int_value, number_value, str_value
+from fakerabbit.broker.erlterm import write
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.profile import Profile, get_profile
 
@@ -61,18 +65,20 @@ class QueueSettings:
     queue_type: str = "classic"
     dead_letter_exchange: str | None = None
     dead_letter_routing_key: str | None = None
-    #: ``at-least-once`` only for a quorum queue with a DLX and effective overflow reject-publish (DLIM-6).
+    #: ``at-least-once`` only for a quorum queue with a DLX and effective overflow reject-publish
+    #: (``rabbit_quorum_queue:dlh/5``).
     dead_letter_strategy: Literal["at-most-once", "at-least-once"] = "at-most-once"
     message_ttl: int | None = None
     expires: int | None = None
     max_length: int | None = None
     max_length_bytes: int | None = None
-    #: Effective overflow; a quorum queue runs ``reject-publish-dlx`` as ``drop-head`` (ML-6).
+    #: Effective overflow; a quorum queue runs ``reject-publish-dlx`` as ``drop-head``
+    #: (``rabbit_quorum_queue:overflow/3``).
     overflow: str = "drop-head"
     #: Quorum queues: returns allowed before dead-lettering; ``None`` = unlimited (profile default applied,
     #: a negative value is unlimited in 4.x). Always ``None`` for classic queues.
     delivery_limit: int | None = None
-    #: Classic queues: ``x-max-priority`` (policies cannot set it, POL-7).
+    #: Classic queues: ``x-max-priority`` (policies cannot set it: no such key in ``rabbit_policies:register/0``).
     max_priority: int | None = None
     single_active_consumer: bool = False
     #: The merged policy definition (management API ``effective_policy_definition``).
@@ -91,7 +97,7 @@ def _is_int(v: Any) -> bool:
 
 
 def _check(ok: bool, value: Any, what: str) -> str | None:
-    return None if ok else f"{erl_tp(_json_term(value))} {what}"
+    return None if ok else f"{write(_json_term(value))} {what}"
 
 
 def _one_of(value: Any, allowed: tuple[str, ...]) -> bool:
@@ -263,7 +269,7 @@ def validate_policy(
     recognised key in key order (``-1 is not a valid message TTL``, ``<<"foo">> is not a valid overflow
     value``, …), then the keys nobody recognised, all together: ``[{<<"foo">>,1}] are not recognised policy
     settings``. Operator policies recognise only :attr:`Profile.operator_policy_keys`. Verified with
-    rabbitmqctl on 3.10.8 (2026-11-21), except the 3.12+ ``apply-to`` text (from the spec) and the pattern
+    rabbitmqctl on 3.10.8 (2026-11-21), except the 3.12+ ``apply-to`` text (read in ``rabbit_policy``) and the pattern
     error's detail, which is Python's regex message where RabbitMQ prints PCRE's.
     """
     profile = profile if profile is not None else get_profile()
@@ -292,7 +298,7 @@ def validate_policy(
         raise PolicyError("ha-mode must be specified to specify ha-params, ha-sync-mode or ha-promote-on-shutdown")
     unknown = [(k.encode("utf-8", "surrogateescape"), _json_term(definition[k])) for k in keys if k not in recognised]
     if unknown:
-        raise PolicyError(f"{erl_tp(unknown)} are not recognised policy settings")
+        raise PolicyError(f"{write(unknown)} are not recognised policy settings")
 
 
 # ======================================================================================================
@@ -320,7 +326,8 @@ def _matches_kind(apply_to: str, kind: str, queue_type: str | None) -> bool:
 
 
 def _applicable(definition: Mapping[str, Any], queue_type: str | None, profile: Profile) -> bool:
-    """POL-2: a policy with any key the queue type does not support does not apply to it at all."""
+    """A policy with any key the queue type does not support does not apply to it at all
+    (``rabbit_queue_type:is_policy_applicable/2``)."""
     if queue_type == "quorum":
         unsupported = profile.unsupported_qq_policy_keys
     elif queue_type in (None, "classic"):
@@ -345,7 +352,7 @@ def select_policy(
 
     Matching: ``apply-to`` fits the kind (and queue type), the pattern is found anywhere in the name
     (unanchored ``re.search``), the vhost is the same (when ``vhost`` is given) and, for queues, no key of the
-    definition is unsupported by the queue type (POL-2, verified on 3.10.8: a ``delivery-limit`` policy skips
+    definition is unsupported by the queue type (verified on 3.10.8: a ``delivery-limit`` policy skips
     classic queues, user and operator policies alike). Equal priorities: the first in ``policies`` wins.
     Use it once for user policies and once for operator policies.
     """
@@ -377,7 +384,7 @@ def _min_delivery_limit(a: Any, b: Any, profile: Profile) -> Any:
 
 
 def _merge(key: str, value: Any, op_value: Any, profile: Profile) -> Any:
-    """``rabbit_policies:merge_policy_value/3`` (POL-3)."""
+    """``rabbit_policies:merge_policy_value/3``."""
     if key in (
         "message-ttl",
         "max-length",
@@ -457,13 +464,13 @@ def effective_settings(
     operator_policy: Policy | None,
     profile: Profile,
 ) -> QueueSettings:
-    """Combine a queue's arguments with its user and operator policy (POL-3, POL-4).
+    """Combine a queue's arguments with its user and operator policy (tests/unit/test_policy.py pins each rule).
 
-    * DLX, DLRK, dead-letter strategy: the argument wins, key by key (DR-7).
+    * DLX, DLRK, dead-letter strategy: the argument wins, key by key.
     * ``message-ttl``, ``expires``, ``max-length``, ``max-length-bytes``: the smallest value wins.
-    * ``overflow``: the argument wins on classic queues, the policy on quorum queues (ML-2).
+    * ``overflow``: the argument wins on classic queues, the policy on quorum queues.
     * ``delivery-limit`` (quorum only): min, or max when either is negative (4.x); the profile's default when
-      unset; negative means unlimited in 4.x (DLIM-1, DLIM-2).
+      unset; negative means unlimited in 4.x (``rabbit_quorum_queue:resolve_delivery_limit/2``).
     """
     merged = effective_policy_definition(policy, operator_policy, profile)
     quorum = queue_type == "quorum"

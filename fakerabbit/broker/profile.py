@@ -1,10 +1,11 @@
 """Version profiles: the RabbitMQ behaviours that differ between releases, as plain switches.
 
 ``FakeRabbit(rabbitmq_version="3.12")`` picks a profile with :func:`get_profile`; broker code asks the profile
-and never compares version strings. Spec references (``shared/spec/rabbitmq-behaviour.md``) are given per
-field.
+and never compares version strings. Each field says what changed and, where it is not obvious, the RabbitMQ
+code that changed; tests/unit/test_profile.py pins every family's values and the conformance tests check them
+against the live brokers.
 
-Families (the spec's version legend):
+Families:
 
 ========  ==============  ==========================================================================
 family    versions        notes
@@ -61,6 +62,12 @@ class AMQPRules:
     #: A client's ``basic.cancel-ok`` cancels that consumer without a reply (an unknown tag crashes the channel:
     #: 541) (4.3+); before, 503 ``unimplemented method``.
     client_cancel_ok: bool = False
+    #: RabbitMQ's default ``max_message_size``: a larger body is a 406 (128 MiB up to 3.13, 16 MiB from 4.0).
+    max_message_size: int = 134217728
+    #: ``connection.start``'s ``copyright`` server property.
+    copyright: str = "Copyright (c) 2007-2022 VMware, Inc. or its affiliates."
+    #: The Erlang/OTP release in the ``platform`` server property.
+    erlang_otp: str = "25.2.3"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,29 +79,31 @@ class Profile:
     #: The server-properties ``version`` the fake announces.
     server_version: str
 
-    # -- dead-lettering (spec C-G) ------------------------------------------------------------------------
-    #: XF-2: ``x-last-death-{reason,queue,exchange}`` headers (3.13+).
+    # -- dead-lettering -------------------------------------------------------------------------------------
+    #: ``x-last-death-{reason,queue,exchange}`` headers (3.13+, ``mc:record_death``).
     last_death_headers: bool
-    #: DM-3: keep the ``CC`` header on a dead-lettered copy when a DLRK replaced the routing keys (3.13+).
+    #: Keep the ``CC`` header on a dead-lettered copy when a DLRK replaced the routing keys (3.13+,
+    #: ``dead_lettering_SUITE:dead_letter_headers_CC_with_routing_key``).
     keep_cc_with_dlrk: bool
-    #: G: a client-published ``x-death`` is edited in place (≤3.12), parsed (3.13) or ignored (4.x).
+    #: A client-published ``x-death`` is edited in place (≤3.12), parsed (3.13) or ignored (4.x: 4.0.1 release notes).
     client_x_death: ClientXDeath
-    #: XD-2: x-death table field order of the MC code (3.13+) instead of the LEGACY order.
+    #: x-death table field order of the MC code (3.13+, ``mc_amqpl:death_table/7``) instead of the LEGACY order.
     x_death_mc_order: bool
-    #: DM-1: re-render ``expiration`` / ``original-expiration`` from the parsed number ("007" -> "7") (3.13+).
+    #: Re-render ``expiration`` / ``original-expiration`` from the parsed number ("007" -> "7") (3.13+).
     normalise_expiration: bool
 
-    # -- quorum queue delivery limit (spec K) -------------------------------------------------------------
-    #: DLIM-2: the limit when none is configured: ``None`` (no limit) ≤3.13, 20 in 4.x.
+    # -- quorum queue delivery limit ------------------------------------------------------------------------
+    #: The limit when none is configured: ``None`` (no limit) ≤3.13, 20 in 4.x.
     delivery_limit_default: int | None
-    #: DLIM-3: what the limit counts: every return (≤3.13), acquisitions (4.0-4.2), failed deliveries (4.3+).
+    #: What the limit counts (``rabbit_fifo:return_one``): every return (≤3.13), acquisitions (4.0-4.2), failed
+    #: deliveries (4.3+).
     delivery_limit_counter: DeliveryLimitCounter
-    #: DLIM-4: ``x-acquired-count`` header on redelivered quorum messages (4.3+).
+    #: ``x-acquired-count`` header on redelivered quorum messages (4.3+).
     acquired_count_header: bool
-    #: DLIM-4: ``x-delivery-count`` is already present (as 0) on the first ``basic.get`` (LEGACY; seen on 3.10.8;
+    #: ``x-delivery-count`` is already present (as 0) on the first ``basic.get`` (LEGACY; seen on 3.10.8;
     #: a consumer's first delivery has none).
     delivery_count_header_from_zero: bool
-    #: DLIM-1/2, POL-3: a negative delivery limit means "unlimited" and wins over a positive one (max),
+    #: A negative delivery limit means "unlimited" and wins over a positive one (max),
     #: and the ``delivery-limit`` policy accepts negative integers (4.x). Before, the policy must be ≥ 0.
     negative_delivery_limit_unlimited: bool
 
@@ -128,23 +137,23 @@ class Profile:
     #: is not an encoded pid crashes the connection (541). Live 3.10.8, 4.0.5, 4.3.6.
     reply_to_volatile_queue: bool
 
-    # -- policies (spec L) --------------------------------------------------------------------------------
-    #: POL-3: keys an operator policy may contain.
+    # -- policies ---------------------------------------------------------------------------------------------
+    #: Keys an operator policy may contain (``rabbit_policies:register/0``).
     operator_policy_keys: frozenset[str]
-    #: POL-2: policy keys that make a policy skip quorum queues.
+    #: Policy keys that make a policy skip quorum queues (``rabbit_quorum_queue`` ``unsupported_policies``).
     unsupported_qq_policy_keys: frozenset[str]
-    #: POL-2: policy keys that make a policy skip classic queues.
+    #: Policy keys that make a policy skip classic queues (``rabbit_classic_queue`` ``unsupported_policies``).
     unsupported_classic_policy_keys: frozenset[str]
-    #: POL-1: ``apply-to`` may name a queue type (``classic_queues``, ``quorum_queues``, ``streams``) (3.12+).
+    #: ``apply-to`` may name a queue type (``classic_queues``, ``quorum_queues``, ``streams``) (3.12+).
     queue_type_apply_to: bool
-    #: POL-6: the classic mirroring keys (``ha-*``) are still recognised policy settings (≤3.13).
+    #: The classic mirroring keys (``ha-*``) are still recognised policy settings (≤3.13).
     ha_policy_keys: bool
     #: Policy keys recognised only from some version on (3.12: ``consumer-timeout``; 3.13: ``target-group-size``,
     #: ``stream-filter-size-bytes``; 4.3: ``consumer-disconnected-timeout``, ``delayed-retry-*``).
     extra_policy_keys: frozenset[str]
 
-    # -- queue.declare (spec N, O) ------------------------------------------------------------------------
-    #: EQ-1: render both sides of an ``inequivalent arg`` error with types. No released version does.
+    # -- queue.declare -----------------------------------------------------------------------------------------
+    #: Render both sides of an ``inequivalent arg`` error with types. No released version does.
     typed_inequivalence_text: bool
     #: 4.x: a declare without ``x-queue-type`` gets ``x-queue-type = "classic"`` stored in its arguments (the
     #: vhost default queue type), so a later redeclare as quorum reads ``received 'quorum' but current is
@@ -242,6 +251,13 @@ class Profile:
     #: 4.x management API shows a stream's statistics (``leader``, ``members``, ``messages``, ``segments`` …);
     #: 3.10.8 shows only its declare fields.
     stream_management_stats: bool = False
+
+    @property
+    def release(self) -> tuple[int, int]:
+        """The requested ``(major, minor)``: code that differs by release and has no switch of its own (the
+        management API's shapes) compares this, never a version string."""
+        major, _, minor = self.name.partition(".")
+        return int(major), int(minor)
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -404,6 +420,9 @@ _P313: Final = replace(
     _P312,
     name="3.13",
     server_version="3.13.7",
+    amqp=replace(
+        _P312.amqp, copyright="Copyright (c) 2007-2024 Broadcom Inc and/or its subsidiaries", erlang_otp="26.2.5"
+    ),
     last_death_headers=True,
     keep_cc_with_dlrk=True,
     client_x_death="parse",
@@ -438,14 +457,21 @@ _P40: Final = replace(
     classic_queue_arguments=(*_CLASSIC_ARGS, "x-queue-leader-locator"),
     queue_master_locator="ignored",
     exchange_types=(*_AMQP_EXCHANGE_TYPES, "x-local-random"),
-    amqp=AMQPRules(unicode_texts=True, sasl_refusal_header=True, check_delivery_mode=False, basic_credit=False),
+    amqp=replace(
+        _P313.amqp, sasl_refusal_header=True, check_delivery_mode=False, basic_credit=False, max_message_size=16777216
+    ),
     unsupported_stream_policy_keys=_UNSUPPORTED_STREAM_310 | {"target-group-size"},
     stream_consumer_arguments=("x-stream-offset", "x-stream-filter", "x-stream-match-unfiltered"),
     stream_foreign_consumer_arguments=("x-priority",),
     stream_v4_texts=True,
     stream_management_stats=True,
 )
-_AMQP_41: Final = replace(_P40.amqp, frame_min_size=8192)
+_AMQP_41: Final = replace(
+    _P40.amqp,
+    frame_min_size=8192,
+    copyright="Copyright (c) 2007-2025 Broadcom Inc and/or its subsidiaries",
+    erlang_otp="27.3",
+)
 _P43: Final = replace(
     _P40,
     name="4.3",

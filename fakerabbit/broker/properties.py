@@ -14,10 +14,10 @@ the first time a property is read, then decodes single values on demand. When it
 the expiration (dead-lettering, CC/BCC stripping) it uses :meth:`RawProperties.replace`, which copies every
 other property's bytes unchanged.
 
-Every publish reads its block more than once (the protocol layer validates it, the broker then reads
-expiration, user-id, reply-to and the headers), and a test suite tends to send the same few blocks over and
-over. So the layout (where each value starts: a tuple, shared by every block of the same shape) and the
-decoded headers table of recently seen small blocks are kept in module-level caches keyed by the block's
+A publish validates its block (:meth:`RawProperties.validate`, RabbitMQ's decoder: the only walk of the
+grammar) and then reads expiration, user-id, reply-to and the headers, and a test suite tends to send the same
+few blocks over and over. So the layout (where each value starts: a tuple, shared by every block of the same
+shape) and the decoded headers table of recently seen small blocks are kept in module-level caches keyed by the block's
 bytes: a block is scanned and its headers decoded once, not once per read and per message.
 """
 
@@ -184,15 +184,24 @@ def _layout_of(raw: bytes) -> tuple[int, ...]:
     return starts
 
 
-def _decode_headers(raw: bytes, start: int) -> Table:
-    """The headers table at ``start`` (cached for small blocks); raises :class:`PropertiesError`."""
+def _decode_headers(raw: bytes, start: int, *, finite: bool = False) -> Table:
+    """The headers table at ``start`` (cached for small blocks); raises :class:`PropertiesError`.
+
+    Only tables RabbitMQ's parser takes (``finite``: no NaN or infinite float) are cached; a table that holds one
+    (a block fakerabbit built, e.g. from the management API's JSON) is decoded again at each read, or refused
+    with ``finite``."""
     table = _tables.get(raw)
     if table is not None:
         return table
     try:
-        table = decode_table(raw, start)[0]
+        table = decode_table(raw, start, finite=True)[0]
     except FieldError as exc:
-        raise PropertiesError(texts.invalid_headers_table(exc)) from None
+        if finite:
+            raise PropertiesError(texts.invalid_headers_table(exc)) from None
+        try:
+            return decode_table(raw, start)[0]
+        except FieldError as exc2:
+            raise PropertiesError(texts.invalid_headers_table(exc2)) from None
     if len(raw) <= _CACHE_BLOCK_MAX:
         if len(_tables) >= _CACHE_ENTRIES:
             _tables.clear()
@@ -312,9 +321,16 @@ class RawProperties:
         return None if start < 0 else self.raw[start]
 
     def validate(self) -> None:
-        """Check the whole block, including the headers table, raising :class:`PropertiesError`."""
-        self._layout()
-        _ = self.headers
+        """Check the whole block as RabbitMQ decodes a client's (``rabbit_framing_amqp_0_9_1:decode_properties``):
+        the layout (nothing may follow the last property), and the headers table as its parser reads a table
+        (a NaN or infinite float does not parse). Raises :class:`PropertiesError`."""
+        starts = self._starts
+        if starts is None:
+            starts = self._starts = _layout_of(self.raw)
+        start = starts[_HEADERS]
+        if start >= 0 and not self._headers_decoded:
+            self._headers = _decode_headers(self.raw, start, finite=True)
+            self._headers_decoded = True
 
     @property
     def headers(self) -> Table | None:

@@ -678,7 +678,7 @@ class Queue:
             c.session.deliver(c, self, e)
         self._schedule_ttl()
 
-    def fetch(self) -> Entry | None:
+    def fetch(self, settled: bool = False) -> Entry | None:
         """``basic.get``: the head message. A quorum queue never hands out an expired one; a classic queue
         takes its head as it is (``fetch/2``: "we will send expired messages at times"), which is expired only
         where RabbitMQ checked no expiry (a TTL-0 message that became the head of a priority queue)."""
@@ -687,8 +687,12 @@ class Queue:
         if not self.ready_count:
             return None
         e = self._pop_head()
-        # As rabbit_amqqueue_process:fetch/2: what the fetch exposed is expired before get-ok's message_count.
-        self._expire_head()
+        if settled or not self.is_quorum:
+            # As rabbit_amqqueue_process:fetch/2: what the fetch exposed is expired before get-ok's message_count;
+            # in rabbit_fifo a settled (no-ack) dequeue settles at once, and the settle's checkout expires it.
+            self._expire_head()
+        # rabbit_fifo expires at the start of a command and on its timer: an unsettled get's get-ok still counts an
+        # expired message the dequeue exposed, and the timer (due now) drops it before the client's next command.
         self._schedule_ttl()
         return e
 

@@ -1,7 +1,7 @@
 """How a quorum queue counts the deliveries of a message (``rabbit_fifo``'s ``delivery_count`` and
 ``acquired_count``) and shows them to the client (``x-delivery-count``, from 4.3 ``x-acquired-count``).
 
-Spec section K. What the delivery limit counts changed between releases (``Profile.delivery_limit_counter``):
+What the delivery limit counts changed between releases (``Profile.delivery_limit_counter``):
 every return up to 3.13 (``"returns"``), every acquisition in 4.0 - 4.2 (``"acquired"``), only failed deliveries
 from 4.3 (``"failed"``: a ``basic.reject`` or a lost channel, not a ``basic.nack`` nor a ``basic.recover``).
 """

@@ -21,7 +21,7 @@ from fakerabbit.broker.events import DELIVERED, DELIVERED_GET, PUBLISHED, ROUTED
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.ids import new_tag
 from fakerabbit.broker.message import Message
-from fakerabbit.broker.properties import RawProperties
+from fakerabbit.broker.properties import PropertiesError, RawProperties
 from fakerabbit.broker.queue import Consumer, Entry, Queue
 from fakerabbit.broker.quorum_delivery import delivery_props
 from fakerabbit.broker.stream.queue import StreamQueue
@@ -134,11 +134,11 @@ class Session:
         props_raw: bytes,
         body: bytes,
         *,
-        props_valid: Callable[[bytes], bool] | None = None,
+        check_properties: bool = False,
     ) -> None:
         """basic.publish, checked in rabbit_channel's order: write permission, the exchange, internal, the
-        property block (which RabbitMQ decodes here: a malformed one crashes the channel, 541), user-id,
-        expiration, then the message itself."""
+        property block (which RabbitMQ decodes here: a malformed one crashes the channel, 541; checked when
+        ``check_properties``, i.e. for a client's block), user-id, expiration, then the message itself."""
         if immediate:
             raise errors.NotImplemented_("immediate=true")
         vhost = self.vhost
@@ -146,9 +146,12 @@ class Session:
         x = vhost.get_exchange(exchange)
         if x.internal:
             raise errors.AccessRefused(f"cannot publish to internal {errors.rs_exchange(exchange, vhost.name)}")
-        if props_valid is not None and not props_valid(props_raw):
-            raise errors.InternalError("")
         props = RawProperties(props_raw)
+        if check_properties:
+            try:
+                props.validate()
+            except PropertiesError:
+                raise errors.InternalError("") from None
         ttl: int | None = None
         expiration = props.expiration
         if expiration is not None:
@@ -404,7 +407,7 @@ class Session:
             raise errors.ResourceLocked(_sac_get_refused(q, self.broker.profile.sac_get_error_prints_type_term))
         q.touch()
         self.ack_timer.active()
-        e = q.fetch()
+        e = q.fetch(no_ack)
         if e is None:
             return None
         tag = self.next_tag

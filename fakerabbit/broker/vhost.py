@@ -266,7 +266,7 @@ class Vhost:
             queue_type = self.get_queue(destination, conn).queue_type
         else:
             self.get_exchange(destination)
-        x.kind.validate_binding(routing_key, arguments, queue_type)
+        x.kind.validate_binding(routing_key, arguments, queue_type, self.broker.profile)
         x.add_binding(Binding(source, destination, kind, routing_key, arguments))
 
     # -- queues ---------------------------------------------------------------------------------------------

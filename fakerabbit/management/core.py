@@ -98,14 +98,13 @@ def not_authorised(reason: str) -> APIError:
 
 def at_least_4(broker: Broker) -> bool:
     """RabbitMQ 4.x (PCRE2 regexp error texts, ``{not_base64,<<"x">>}`` reasons rendered as Erlang text)."""
-    return int(broker.profile.name.split(".")[0]) >= 4
+    return broker.profile.release >= (4, 0)
 
 
 def newer_than_4_0(broker: Broker) -> bool:
     """RabbitMQ 4.1+ management API: a vhost the user cannot access is a 404, not a 401 (checked live: 4.0.5
     answers 401 ``User not authorised to access virtual host``, 4.3.6 404 ``not_found``)."""
-    major, minor = (int(x) for x in broker.profile.name.split(".")[:2])
-    return (major, minor) > (4, 0)
+    return broker.profile.release > (4, 0)
 
 
 def amqp_error(exc: errors.AMQPError) -> APIError:

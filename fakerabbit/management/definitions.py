@@ -119,8 +119,7 @@ class PasswordHash(str):
 # -- export -------------------------------------------------------------------------------------------------------
 def _queues(broker: Broker, vhosts: list[str], with_vhost: bool) -> list[dict[str, Any]]:
     out = []
-    major, minor = (int(x) for x in broker.profile.name.split(".")[:2])
-    typed = (major, minor) > (4, 0)
+    typed = broker.profile.release > (4, 0)
     for vname in vhosts:
         for q in sorted(broker.vhosts[vname].queues.values(), key=lambda q: q.name):
             if q.exclusive_owner is not None:
@@ -137,8 +136,7 @@ def _queues(broker: Broker, vhosts: list[str], with_vhost: bool) -> list[dict[st
 
 def _exchanges(broker: Broker, vhosts: list[str], with_vhost: bool) -> list[dict[str, Any]]:
     out = []
-    major, minor = (int(x) for x in broker.profile.name.split(".")[:2])
-    typed = (major, minor) > (4, 0)
+    typed = broker.profile.release > (4, 0)
     for vname in vhosts:
         for x in sorted(broker.vhosts[vname].exchanges.values(), key=lambda x: x.name):
             if x.name in PREDECLARED:
@@ -305,7 +303,7 @@ def _check_regexp(pattern: str, erlang_text: bool, pcre2: bool) -> None:
 
 
 def _import_node_level(broker: Broker, defs: Mapping[str, Any]) -> None:
-    major, minor = (int(x) for x in broker.profile.name.split(".")[:2])
+    major, minor = broker.profile.release
     erlang_text = major >= 4  # 4.x renders error terms as text, 3.x as JSON lists
     pcre2 = (major, minor) > (4, 0)  # 4.3.6's Erlang has PCRE2's messages; 4.0.5's still PCRE's
     for item in _items(defs, "vhosts"):

@@ -100,8 +100,7 @@ _DEPRECATED = (
 
 
 def _minor(ctx: Ctx) -> tuple[int, int]:
-    major, minor = (int(x) for x in ctx.broker.profile.name.split(".")[:2])
-    return major, minor
+    return ctx.broker.profile.release
 
 
 # -- nodes -----------------------------------------------------------------------------------------------------------

@@ -72,7 +72,9 @@ def _targets(host: str) -> list[tuple[socket.AddressFamily, str, bool]]:
 def _listen_socket(family: socket.AddressFamily, address: str, port: int) -> socket.socket:
     """A listening socket (the errors are the OS's own: ``socket.create_server`` would reword them)."""
     sockaddr = socket.getaddrinfo(address, port, family, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)[0][4]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets whose proto says TCP (base_events._set_nodelay),
+    # and accepted sockets inherit it; without it Nagle holds a delivery written after a confirm for ~40 ms.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         if os.name not in ("nt", "cygwin"):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's create_server

@@ -18,18 +18,46 @@ Unlike a real alarm it also tells the connections open at the call at once, befo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Collection
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from fakerabbit.protocol.listener import Listener
+from fakerabbit.broker.broker import Broker
+
+__all__ = ["RESOURCES", "AlarmedConnection", "AlarmedListener", "ResourceAlarms"]
 
 RESOURCES = ("memory", "disk")
+
+
+class _Throttle(Protocol):
+    """:class:`~fakerabbit.protocol.throttle.Throttle`."""
+
+    def set_blocked(self, blocked: bool, reason: str) -> None: ...
+
+    def control_throttle(self) -> None: ...
+
+
+class AlarmedConnection(Protocol):
+    """A connection, as the alarms see it: its publisher flow control."""
+
+    @property
+    def throttle(self) -> _Throttle: ...
+
+
+class AlarmedListener(Protocol):
+    """What the alarms need of the listener that owns them: the broker (whose memory they watch) and the
+    connections (which they throttle)."""
+
+    @property
+    def broker(self) -> Broker: ...
+
+    @property
+    def connections(self) -> Collection[AlarmedConnection]: ...
 
 
 class ResourceAlarms:
     """The node's alarms; owned by the server, consulted by every connection."""
 
-    def __init__(self, server: Listener, memory_high_watermark: int | None = None) -> None:
+    def __init__(self, server: AlarmedListener, memory_high_watermark: int | None = None) -> None:
         self.server = server
         #: Bytes of message bodies (ready + unacknowledged) above which the memory alarm goes off; None: never.
         self.memory_high_watermark = memory_high_watermark
@@ -54,8 +82,8 @@ class ResourceAlarms:
         opened before or after, is blocked as under a memory alarm (told, if not told yet, and no longer read)."""
         self.injected = reason
         for conn in list(self.server.connections):
-            conn.set_blocked(True, reason)
-            conn.control_throttle()
+            conn.throttle.set_blocked(True, reason)
+            conn.throttle.control_throttle()
 
     def unblock(self) -> None:
         """``rabbit.unblock()``: lift :meth:`block`; connections go on once no real alarm is left either."""
@@ -116,4 +144,4 @@ class ResourceAlarms:
 
     def _changed(self) -> None:
         for conn in list(self.server.connections):
-            conn.control_throttle()
+            conn.throttle.control_throttle()

@@ -5,17 +5,23 @@ A channel exists from the first frame on its number (as in ``rabbit_reader``, wh
 ``channel_max`` right away) but only ``channel.open`` opens it. Methods that carry content (``basic.publish`` —
 and the server-only ``basic.deliver``, ``basic.return``, ``basic.get-ok`` a broken client might send) are
 handed on only once their content is complete.
+
+A channel knows its connection only as :class:`ChannelOwner` and the connection's writer as
+:class:`ChannelOutput`; the method handlers (:mod:`fakerabbit.protocol.handlers`) know the channel only as
+:class:`~fakerabbit.protocol.handlers.context.MethodChannel`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from fakerabbit.broker import errors, texts
-from fakerabbit.broker.properties import PropertiesError, RawProperties
-from fakerabbit.broker.session import Session
-from fakerabbit.protocol import erlfmt, framing
+from fakerabbit.broker.erlterm import text_octets
+from fakerabbit.broker.erlterm import write as erl_write
+from fakerabbit.broker.profile import AMQPRules
+from fakerabbit.broker.session import Session, SessionSink
+from fakerabbit.protocol import framing
 from fakerabbit.protocol.codec import (
     Cancel,
     ChannelOpenOk,
@@ -23,15 +29,12 @@ from fakerabbit.protocol.codec import (
     MethodDecodeError,
     Return,
     base,
-    check_properties,
     commands,
     decode_args,
 )
-from fakerabbit.protocol.erlfmt import write as erl_write
 from fakerabbit.protocol.handlers import HANDLERS
 
-if TYPE_CHECKING:
-    from fakerabbit.protocol.connection import AMQPConnection
+__all__ = ["MAX_MSG_SIZE", "ChannelHandler", "ChannelOutput", "ChannelOwner"]
 
 _PUBLISH_IDS = (60, 40)
 _PUBLISH = commands.Basic.Publish
@@ -47,43 +50,74 @@ _SHORTCUT_METHODS = (
 _CONTENT_METHODS = (commands.Basic.Publish, commands.Basic.Return, commands.Basic.Deliver, commands.Basic.GetOk)
 #: Deliveries with bodies up to this size go out as one bytes object (method, header and body frames).
 _SMALL_BODY = 4096 - framing.EMPTY_FRAME_SIZE  # fits the smallest frame_max
-#: RabbitMQ's default max_message_size: 128 MiB up to 3.13, 16 MiB from 4.0.
-_MAX_MESSAGE_SIZE_3 = 134217728
-_MAX_MESSAGE_SIZE_4 = 16777216
 #: rabbit.hrl's ?MAX_MSG_SIZE: the largest body size 4.3's assembler takes (512 MiB).
 MAX_MSG_SIZE = 536870912
 
 
-#: Property blocks found valid (a pure function of the octets): most publishers repeat a few blocks.
-_valid_blocks: set[bytes] = {b"\x00\x00"}
-_VALID_BLOCK_MAX = 512
-_VALID_ENTRIES = 4096
+class _ConfirmHolder(Protocol):
+    def flush_confirms(self) -> None: ...
 
 
-def _properties_valid(props: bytes) -> bool:
-    """RabbitMQ can decode the block (else its channel crashes: 541)."""
-    if props in _valid_blocks:
-        return True
-    if not check_properties(props):
-        return False
-    try:
-        RawProperties(props).validate()
-    except PropertiesError:
-        return False
-    if len(props) <= _VALID_BLOCK_MAX:
-        if len(_valid_blocks) >= _VALID_ENTRIES:
-            _valid_blocks.clear()
-            _valid_blocks.add(b"\x00\x00")
-        _valid_blocks.add(props)
-    return True
+class ChannelOutput(Protocol):
+    """The connection's writer, as a channel uses it (:class:`~fakerabbit.protocol.output.Output`)."""
+
+    @property
+    def paused(self) -> bool:
+        """TCP back-pressure: the client does not read."""
+        ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def write_many(self, parts: list[bytes]) -> None: ...
+
+    def write_late(self, data: bytes) -> None: ...
+
+    def send(self, channel: int, method: base.Frame) -> None: ...
+
+    def confirms_waiting(self, holder: _ConfirmHolder) -> None: ...
+
+
+class ChannelOwner(Protocol):
+    """What a channel needs of its connection."""
+
+    @property
+    def frame_max(self) -> int: ...
+
+    @property
+    def capabilities(self) -> Mapping[str, object]:
+        """The client's capabilities (``connection.start-ok``)."""
+        ...
+
+    def open_session(self, number: int, sink: SessionSink) -> Session:
+        """``channel.open``: the broker side of channel ``number``."""
+        ...
+
+    def channel_closing(self, ch: ChannelHandler) -> None:
+        """The client closed ``ch``: close-ok goes out once the reader is done with the current input."""
+        ...
+
+    def channel_gone(self, number: int) -> None:
+        """The channel's number is free again."""
+        ...
 
 
 class ChannelHandler:
     """Protocol state of one channel; the broker-side state lives in :attr:`session` once it is open."""
 
-    def __init__(self, conn: AMQPConnection, number: int) -> None:
-        self.conn = conn
+    def __init__(self, owner: ChannelOwner, output: ChannelOutput, rules: AMQPRules, number: int) -> None:
+        self._owner = owner
         self.number = number
+        #: The wire rules of the RabbitMQ version the broker behaves as.
+        self.rules = rules
+        self._output = output
+        # the writer's methods a message's path calls, bound once
+        self._write = output.write
+        self._write_many = output.write_many
+        self._send = output.send
+        self._confirms_waiting = output.confirms_waiting
         #: "starting" (no channel.open yet), "open", or "closing" (the broker sent channel.close)
         self.state = "starting"
         self._session: Session | None = None
@@ -98,8 +132,7 @@ class ChannelHandler:
         # publisher confirms waiting to be sent, coalesced (see send_confirm)
         self._confirmed: list[int] = []
         self._rejected: list[int] = []
-        major = int(conn.broker.profile.server_version.split(".")[0])
-        self._max_message_size = _MAX_MESSAGE_SIZE_4 if major >= 4 else _MAX_MESSAGE_SIZE_3
+        self._max_message_size = rules.max_message_size
 
     @property
     def session(self) -> Session:
@@ -113,7 +146,7 @@ class ChannelHandler:
     # -- frames in ------------------------------------------------------------------------------------------
     def handle_frame(self, ftype: int, payload: bytes) -> Callable[[], None] | None:
         """Assemble a frame (errors here are the reader's); a complete method comes back as the channel's work,
-        for the connection to run when the reader is done with its input (see AMQPConnection._process)."""
+        for the connection to run when the reader is done with its input (see ``Dispatcher.process``)."""
         if ftype == framing.FRAME_METHOD:
             return self._method_frame(payload)
         if ftype == framing.FRAME_HEADER:
@@ -150,7 +183,7 @@ class ChannelHandler:
         if self.state == "closing" and isinstance(method, commands.Channel.CloseOk):
             # rabbit_reader's post_process_frame: the reader forgets the channel at once, so a frame that follows
             # in the same chunk (typically a channel.open reusing the number) goes to a new channel.
-            self.conn.channel_gone(self.number)
+            self._owner.channel_gone(self.number)
             return None
         if isinstance(method, _CONTENT_METHODS):
             self._asm, self._method, self._ids = "header", method, ids
@@ -169,7 +202,7 @@ class ChannelHandler:
             raise errors.UnexpectedFrame(
                 f"expected content header for class 60, got one for class {class_id} instead"
             ).at(self._ids)
-        if body_size > MAX_MSG_SIZE and self.conn.rules.strict_content_size:
+        if body_size > MAX_MSG_SIZE and self.rules.strict_content_size:
             raise errors.FrameError(f"content body size {body_size} exceeds maximum allowed size {MAX_MSG_SIZE}").at(
                 self._ids
             )
@@ -184,7 +217,7 @@ class ChannelHandler:
             raise self._expected()
         # Up to 4.2, only a body that adds up exactly completes the message; too many octets leave the
         # assembler waiting for more body frames forever (the next other frame is a 505). 4.3 refuses them.
-        if len(payload) > self._remaining and self.conn.rules.strict_content_size:
+        if len(payload) > self._remaining and self.rules.strict_content_size:
             raise errors.FrameError("content body frame exceeds remaining content size").at(self._ids)
         self._remaining -= len(payload)
         if self._remaining == 0:
@@ -240,7 +273,7 @@ class ChannelHandler:
             return
         if self.state == "closing":
             if isinstance(method, commands.Channel.CloseOk):
-                self.conn.channel_gone(self.number)
+                self._owner.channel_gone(self.number)
             elif isinstance(method, commands.Channel.Close):
                 self.send(commands.Channel.CloseOk())
             return
@@ -261,10 +294,7 @@ class ChannelHandler:
         self.run(ids, lambda: handler(self, method, payload))
 
     def _open(self) -> None:
-        info = self.conn.info
-        assert info is not None
-        self._session = Session(info, self.number, self.conn.broker.vhost(info.vhost), self)
-        info.sessions[self.number] = self._session
+        self._session = self._owner.open_session(self.number, self)
         self.state = "open"
         self.send(ChannelOpenOk(channel_id=""))
 
@@ -286,7 +316,7 @@ class ChannelHandler:
             False,
             props,
             body,
-            props_valid=_properties_valid,
+            check_properties=True,
         )
 
     def run(self, ids: tuple[int, int], fn: Callable[[], object]) -> None:
@@ -304,23 +334,35 @@ class ChannelHandler:
     def send(self, method: base.Frame) -> None:
         if self._confirmed or self._rejected:
             self.flush_confirms()  # a reply never overtakes the confirms of earlier publishes
-        self.conn.send(self.number, method)
+        self._send(self.number, method)
+
+    def write(self, frame: bytes) -> None:
+        """Queue an encoded frame (no confirm is flushed first)."""
+        self._write(frame)
 
     def close_with(self, exc: errors.AMQPError, ids: tuple[int, int]) -> None:
         """A channel error: release the session and send channel.close; wait for close-ok."""
         if self._confirmed or self._rejected:
             self.flush_confirms()
-        self.conn.write(
+        self._write(
             framing.encode_close(
                 self.number,
                 exc.code,
-                erlfmt.text_octets(exc.reply_text, unicode=self.conn.rules.unicode_texts),
+                text_octets(exc.reply_text, unicode=self.rules.unicode_texts),
                 ids[0],
                 ids[1],
             )
         )
         self.state = "closing"
         self.release()
+
+    def close_by_client(self) -> None:
+        """The client's ``channel.close`` was handled: the confirms of earlier publishes still go out, the broker
+        side is released, anything more on the channel is ignored until the close-ok is out."""
+        self.flush_confirms()
+        self.release()
+        self.state = "closing"
+        self._owner.channel_closing(self)
 
     def drop_content(self) -> None:
         """Forget a message being assembled (its connection is gone: the body must not wait for a collection)."""
@@ -346,7 +388,7 @@ class ChannelHandler:
     # -- SessionSink ----------------------------------------------------------------------------------------
     def writable(self) -> bool:
         """False while the socket's write buffer is above its high-water mark (TCP back-pressure)."""
-        return not self.conn.write_paused
+        return not self._output.paused
 
     def send_deliver(
         self,
@@ -364,7 +406,7 @@ class ChannelHandler:
             self.number, consumer_tag, delivery_tag, redelivered, exchange, routing_key, props, body
         )
         if whole is not None:
-            self.conn.write_many([whole])
+            self._write_many([whole])
             return
         method = framing.encode_deliver(self.number, consumer_tag, delivery_tag, redelivered, exchange, routing_key)
         if method is None:  # a name over 255 octets: pamqp's path (and its error)
@@ -372,17 +414,17 @@ class ChannelHandler:
                 self.number, Deliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
             )
         if len(body) <= _SMALL_BODY:
-            self.conn.write_many([framing.encode_small_content(method, self.number, props, body)])
+            self._write_many([framing.encode_small_content(method, self.number, props, body)])
             return
-        parts = framing.encode_content(self.number, props, body, self.conn.frame_max)
+        parts = framing.encode_content(self.number, props, body, self._owner.frame_max)
         parts.insert(0, method)
-        self.conn.write_many(parts)
+        self._write_many(parts)
 
     def send_return(
         self, reply_code: int, reply_text_: str, exchange: str, routing_key: str, props: bytes, body: bytes
     ) -> None:
         method = framing.encode_method(self.number, Return(reply_code, reply_text_, exchange, routing_key))
-        self.conn.write_many([method, *framing.encode_content(self.number, props, body, self.conn.frame_max)])
+        self._write_many([method, *framing.encode_content(self.number, props, body, self._owner.frame_max)])
 
     def send_confirm(self, ack: bool, delivery_tag: int, multiple: bool) -> None:
         """Record a publish's confirm; it goes out with the others of the same batch (:meth:`flush_confirms`).
@@ -391,7 +433,7 @@ class ChannelHandler:
         (``noreply_coalesce``): a burst of pipelined publishes is acked with few ``multiple`` acks. Here a batch
         is what the connection handles from one read of the socket."""
         (self._confirmed if ack else self._rejected).append(delivery_tag)
-        self.conn.confirms_waiting(self)
+        self._confirms_waiting(self)
 
     def flush_confirms(self) -> None:
         """``rabbit_channel:send_confirms_and_nacks``: acks, then nacks, each coalesced below the cutoff (the
@@ -400,7 +442,7 @@ class ChannelHandler:
         if not confirmed and not rejected:
             return
         self._confirmed, self._rejected = [], []
-        if self.state == "closing" or self.conn.closed:
+        if self.state == "closing" or self._output.closed:
             return
         out: list[bytes] = []
         if len(confirmed) == 1:
@@ -409,8 +451,9 @@ class ChannelHandler:
             out += self._coalesce(confirmed, rejected, ack=True)
         if rejected:
             out += self._coalesce(rejected, confirmed, ack=False)
+        write = self._write
         for frame in out:
-            self.conn.write(frame)
+            write(frame)
 
     def _coalesce(self, tags: list[int], others: list[int], *, ack: bool) -> list[bytes]:
         """``rabbit_channel:coalesce_and_send/4``."""
@@ -430,8 +473,8 @@ class ChannelHandler:
         # Only to clients with the consumer_cancel_notify capability, with nowait=true (a client must not
         # answer with cancel-ok), and after the reply to whatever caused it: RabbitMQ's queue process tells the
         # channel afterwards (a queue.delete on the consumer's own channel gets delete-ok, then the cancel).
-        if self.conn.capabilities.get("consumer_cancel_notify") is True:
-            self.conn.write_late(framing.encode_method(self.number, Cancel(consumer_tag, nowait=True)))
+        if self._owner.capabilities.get("consumer_cancel_notify") is True:
+            self._output.write_late(framing.encode_method(self.number, Cancel(consumer_tag, nowait=True)))
 
     def close_channel(self, exc: errors.AMQPError) -> None:
         """The broker closes this channel on its own (a consumer timeout: class and method ids 0)."""
@@ -443,6 +486,6 @@ class ChannelHandler:
             self.flush_confirms()
         head = framing.encode_method(self.number, method)
         if len(body) <= _SMALL_BODY:
-            self.conn.write_many([framing.encode_small_content(head, self.number, props, body)])
+            self._write_many([framing.encode_small_content(head, self.number, props, body)])
             return
-        self.conn.write_many([head, *framing.encode_content(self.number, props, body, self.conn.frame_max)])
+        self._write_many([head, *framing.encode_content(self.number, props, body, self._owner.frame_max)])

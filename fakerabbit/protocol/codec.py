@@ -3,26 +3,25 @@
 - pamqp validates names on ``Queue.DeclareOk``, ``Basic.Deliver``, ``Basic.GetOk`` and ``Basic.Return`` as a
   client would (a strict regex, 127-char exchanges); RabbitMQ accepts any UTF-8 name up to 255 bytes, so the
   subclasses here skip that validation.
-- Argument tables (``queue.declare``, ``exchange.declare``, bindings, ``basic.consume``) are re-read from the raw
-  method payload with fakerabbit's tag-preserving decoder, because RabbitMQ's checks and error texts depend on
-  the wire type (``signedint`` vs ``long`` vs ``longstr``) that pamqp's decoder throws away.
-- :func:`check_method_args` and :func:`check_properties` accept exactly what RabbitMQ's generated Erlang
-  decoders accept (pamqp is more lenient: it ignores trailing octets, for instance), so malformed input gets
-  RabbitMQ's reaction: 501 ``cannot decode`` for a bad argument layout, a dead connection for a malformed field
-  table inside method arguments, 541 for a malformed content-header property block.
+- :func:`decode_args` decodes a client method's arguments exactly as RabbitMQ's generated Erlang decoder does
+  (pamqp is more lenient: it ignores trailing octets, for instance), so malformed input gets RabbitMQ's
+  reaction: 501 ``cannot decode`` for a bad argument layout, a dead connection for a malformed field table.
+  Field tables are decoded once, by fakerabbit's tag-preserving decoder (:mod:`fakerabbit.broker.fields`),
+  because RabbitMQ's checks and error texts depend on the wire type (``signedint`` vs ``long`` vs ``longstr``)
+  that pamqp's decoder throws away: a method's table arguments hold typed tables (:func:`arguments_of`).
+- Content-header property blocks are read by :mod:`fakerabbit.broker.properties` alone
+  (``RawProperties.validate`` is RabbitMQ's decoder).
 """
 
 from __future__ import annotations
 
-import math
 import struct
 
 from pamqp import base as base  # re-exported: the rest of protocol/ reaches pamqp only through here
 from pamqp import commands as commands
 from pamqp import encode
 
-from fakerabbit.broker import errors
-from fakerabbit.broker.fields import FieldError, Table, decode_table, encode_table, table_to_python
+from fakerabbit.broker.fields import FieldError, Table, decode_table, encode_table
 
 
 class _NoValidate(base.Frame):
@@ -92,37 +91,11 @@ class ChannelOpenOk(_NoValidate, commands.Channel.OpenOk):
     """RabbitMQ sends an empty channel-id (pamqp insists on "0")."""
 
 
-# Layout before the arguments table, per method: s = short, q = shortstr, o = octet (bits).
-_LAYOUTS: dict[int, str] = {
-    commands.Queue.Declare.index: "sqo",
-    commands.Exchange.Declare.index: "sqqo",
-    commands.Queue.Bind.index: "sqqqo",
-    commands.Queue.Unbind.index: "sqqq",
-    commands.Exchange.Bind.index: "sqqqo",
-    commands.Exchange.Unbind.index: "sqqqo",
-    commands.Basic.Consume.index: "sqqo",
-}
-
-
-def typed_arguments(payload: bytes) -> Table:
-    """The ``arguments`` table of a method payload, with wire types kept."""
-    index = struct.unpack_from(">I", payload, 0)[0]
-    layout = _LAYOUTS[index]
-    offset = 4
-    try:
-        for kind in layout:
-            if kind == "s":
-                offset += 2
-            elif kind == "o":
-                offset += 1
-            else:
-                offset += 1 + payload[offset]
-        table, _ = decode_table(payload, offset)
-    except (FieldError, IndexError, struct.error) as exc:
-        # The table was validated as RabbitMQ's parser reads it; what is left is a type fakerabbit's codec does
-        # not know (RabbitMQ's undocumented ``L``).
-        raise errors.NotImplemented_(f"fakerabbit cannot read this arguments table: {exc}") from exc
-    return table
+def arguments_of(method: base.Frame, field: str = "arguments") -> Table:
+    """A table argument (``arguments`` unless ``field`` names another) of a method :func:`decode_args` decoded,
+    with its wire types kept; ``{}`` if the method has none."""
+    table = getattr(method, field, None)
+    return table if isinstance(table, dict) else {}
 
 
 def strip_cr_lf(name: str) -> str:
@@ -138,85 +111,7 @@ def encode_connection_start(properties: list[tuple[str, str, object]], mechanism
     return struct.pack(">BHI", 1, 0, len(payload)) + payload + b"\xce"
 
 
-_ERRATA_CLOSE_TEXT_LIMIT = 255
-
-
-def reply_text(text: str) -> str:
-    """Reply texts are shortstrs: cut to 255 bytes without splitting a UTF-8 sequence."""
-    # RabbitMQ keeps the first 252 characters and appends "..." (verified on 3.10.8).
-    if len(text) > _ERRATA_CLOSE_TEXT_LIMIT:
-        text = text[:252] + "..."
-    raw = text.encode("utf-8")
-    if len(raw) <= _ERRATA_CLOSE_TEXT_LIMIT:
-        return text
-    return raw[:_ERRATA_CLOSE_TEXT_LIMIT].decode("utf-8", "ignore")
-
-
-# -- RabbitMQ's decoders, as validators ------------------------------------------------------------------------
-
-_FIXED_TAGS: dict[int, int] = {
-    ord(t): n for t, n in zip("bBsuIilLfdDtT", (1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 5, 1, 8), strict=True)
-}
-_LENGTH_TAGS = frozenset(map(ord, "SxFA"))
 _u32 = struct.Struct(">I")
-
-
-def _skip_scalar(data: bytes, tag: int, pos: int, end: int) -> int:
-    """The offset after a value that is not a table or an array (its tag already read), or -1."""
-    if tag == 0x56:  # V
-        return pos
-    size = _FIXED_TAGS.get(tag)
-    if size is not None:
-        stop = pos + size
-        if stop > end:
-            return -1
-        if tag == 0x66 and not math.isfinite(struct.unpack_from(">f", data, pos)[0]):  # f
-            return -1
-        if tag == 0x64 and not math.isfinite(struct.unpack_from(">d", data, pos)[0]):  # d
-            return -1
-        return stop
-    if tag in _LENGTH_TAGS:  # S, x (F and A are handled by the caller)
-        if pos + 4 > end:
-            return -1
-        stop = pos + 4 + int(_u32.unpack_from(data, pos)[0])
-        return stop if stop <= end else -1
-    return -1
-
-
-def valid_table_body(data: bytes, pos: int, end: int) -> bool:
-    """``rabbit_binary_parser:parse_table/1`` succeeds on ``data[pos:end]``.
-
-    Beside RabbitMQ's documented types, the parser takes an ``L`` (64-bit) value; like Erlang's binary float
-    matching, it refuses NaN and infinities. Nested tables and arrays are followed with a list of the
-    enclosing levels' ends (RabbitMQ takes any depth; the Python stack is never used for it)."""
-    # each level: (end, is_table); the position is shared, as each nested value ends where its length says
-    stack: list[tuple[int, bool]] = [(end, True)]
-    while stack:
-        end, is_table = stack[-1]
-        if pos >= end:
-            if pos > end:
-                return False
-            stack.pop()
-            continue
-        if is_table:
-            pos += 1 + data[pos]
-            if pos >= end:
-                return False
-        tag = data[pos]
-        pos += 1
-        if tag == 0x46 or tag == 0x41:  # F, A
-            if pos + 4 > end:
-                return False
-            stop = pos + 4 + int(_u32.unpack_from(data, pos)[0])
-            if stop > end:
-                return False
-            pos += 4
-            stack.append((stop, tag == 0x46))
-            continue
-        pos = _skip_scalar(data, tag, pos, end)
-        if pos < 0:
-            return False
-    return True
 
 
 class MethodDecodeError(Exception):
@@ -238,14 +133,6 @@ def _layout(cls: type[base.Frame]) -> tuple[tuple[str, str], ...]:
     if layout is None:
         layout = _LAYOUT_CACHE[cls] = tuple((a, cls.amqp_type(a)) for a in cls.__slots__)
     return layout
-
-
-def _table_value(args: bytes, start: int, stop: int) -> dict[str, object]:
-    try:
-        table, _ = decode_table(args[start - 4 : stop])
-    except FieldError:  # a type RabbitMQ takes but fakerabbit's codec does not (``L``)
-        return {}
-    return table_to_python(table)
 
 
 _PUBLISH = commands.Basic.Publish
@@ -363,45 +250,10 @@ def decode_args(cls: type[base.Frame], args: bytes) -> base.Frame:
                 value = args[start:stop].decode("utf-8", "surrogateescape")
         elif kind == "longstr":
             value = args[start:stop]
-        else:
-            if not valid_table_body(args, start, stop):
-                raise MethodDecodeError("table")
-            value = _table_value(args, start, stop)
+        else:  # a table, as RabbitMQ's parser reads it (typed: see arguments_of)
+            try:
+                value = decode_table(args, start - 4, end=stop, finite=True)[0]
+            except FieldError:
+                raise MethodDecodeError("table") from None
         setattr(method, name, value)
     return method
-
-
-# Basic's 14 properties in flag order (bit 15 down to bit 2): s = shortstr, t = table, o = octet, l = 64 bits.
-_PROPERTY_KINDS = "sstoosssslssss"
-
-
-def check_properties(props: bytes) -> bool:
-    """Does a basic content-header property block decode as ``rabbit_framing_amqp_0_9_1:decode_properties/2``
-    does? Flag bits 1 and 0 are ignored (no continuation word is read) and nothing may follow the last
-    property."""
-    end = len(props)
-    if end < 2:
-        return False
-    flags = (props[0] << 8) | props[1]
-    pos = 2
-    for i, kind in enumerate(_PROPERTY_KINDS):
-        if not flags & (0x8000 >> i):
-            continue
-        if kind == "s":
-            if pos >= end:
-                return False
-            pos += 1 + props[pos]
-        elif kind == "o":
-            pos += 1
-        elif kind == "l":
-            pos += 8
-        else:
-            if pos + 4 > end:
-                return False
-            stop = pos + 4 + _u32.unpack_from(props, pos)[0]
-            if stop > end or not valid_table_body(props, pos + 4, stop):
-                return False
-            pos = stop
-        if pos > end:
-            return False
-    return pos == end

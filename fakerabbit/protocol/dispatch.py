@@ -1,199 +1,329 @@
 """Frame dispatch (``rabbit_reader:handle_frame/4``): every complete frame of a chunk of input goes to channel
-0 (:mod:`fakerabbit.protocol.channel0`) or to its channel's :class:`~fakerabbit.protocol.channel.ChannelHandler`,
-and the errors found on the way end the connection (:mod:`fakerabbit.protocol.error_handling`).
+0 (:class:`~fakerabbit.protocol.channel0.Channel0`) or to its channel's
+:class:`~fakerabbit.protocol.channel.ChannelHandler`, and the errors found on the way end the connection
+(:class:`~fakerabbit.protocol.error_handling.ErrorHandler`).
 
-These functions are :class:`~fakerabbit.protocol.connection.AMQPConnection`'s methods.
+:class:`Dispatcher` owns the frame reader and what one chunk of input leaves behind: the channel methods
+waiting for the reader to finish the chunk, the channels closing, the first hard error a channel raised.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from fakerabbit.broker import errors, texts
-from fakerabbit.protocol import erlfmt, framing
+from fakerabbit.broker.erlterm import Atom, Term
+from fakerabbit.protocol import framing
 from fakerabbit.protocol.channel import ChannelHandler
-from fakerabbit.protocol.codec import MethodDecodeError, commands, decode_args
-from fakerabbit.protocol.erlfmt import Atom
+from fakerabbit.protocol.codec import MethodDecodeError, base, commands, decode_args
+from fakerabbit.protocol.framing import frame_error_text, unexpected_frame_text
 
-if TYPE_CHECKING:
-    from fakerabbit.protocol.connection import AMQPConnection
-
-
-def _process(self: AMQPConnection) -> None:
-    """Handle every complete frame in the buffer, as RabbitMQ's reader handles one chunk of input.
-
-    The reader parses and assembles frames itself (framing errors, channel 0, content assembly, channel
-    counting) while channel methods run in the channel processes: they are collected here and run after the
-    reader's work on the chunk (or before a channel-0 method). So an error the reader finds wins over a hard
-    error a channel raises for an earlier frame of the same chunk; the channel's replies and soft errors
-    still go out first, as RabbitMQ's channels finish their mailboxes before the connection closes.
-    """
-    failure: errors.AMQPError | None = None
-    fatal: str | None = None
-    next_frame = self.reader.next_frame
-    handle = self._handle_frame
-    while not self.stopped and not self.closed and not self.blocked:
-        try:
-            frame = next_frame()
-        except framing.FrameTooLarge as exc:
-            too_large: erlfmt.Term = (Atom("frame_too_large"), exc.size, exc.limit)
-            fatal = erlfmt.frame_error_text(exc.type, b"", too_large, unicode=self.rules.unicode_texts)
-            break
-        except framing.BadFrameEnd as exc:
-            bad_end: erlfmt.Term = (Atom("invalid_frame_end_marker"), exc.end)
-            fatal = erlfmt.frame_error_text(exc.type, exc.payload, bad_end, unicode=self.rules.unicode_texts)
-            break
-        if frame is None:
-            break
-        try:
-            handle(*frame)
-        except framing.UnknownMethod as exc:
-            self._pending.clear()
-            self._crash(str(exc))
-            return
-        except errors.AMQPError as exc:
-            failure = exc
-            break
-        except Exception as exc:  # never let a bug take the broker down
-            self.log_internal_error("handling a frame", exc)
-            failure = errors.InternalError("")
-            break
-    if self._pending:
-        self._flush_pending()
-    if self._confirming:
-        self.flush_confirms()  # the batch's publisher confirms, coalesced
-    channel_failure = self._channel_failure
-    if self._dead_channels:
-        self._dead_channels.clear()
-    closing = self._closing_channels
-    if closing:
-        self._closing_channels = []
-    if channel_failure is None and fatal is None and failure is None:
-        if not closing:
-            return  # the common case: nothing failed, no channel closing
-        # rabbit_reader answers channel_closing (then the channel sends close-ok) once it is done with the
-        # chunk; an error in the chunk closes the connection first, and no close-ok goes out
-        for ch in closing:
-            ch.send(commands.Channel.CloseOk())
-            self.channel_gone(ch.number)
-        return
-    self._channel_failure = None
-    if fatal is not None:
-        self._fatal_frame_error(fatal)
-        return
-    if failure is None and channel_failure is None:
-        return
-    self.handle_exception(failure if failure is not None else channel_failure)  # type: ignore[arg-type]
-    if self.state == "closed" and not self.stopped and not self.closed and self.reader.pending():
-        # the rest of the chunk is read in the closing state (a client's close-ok in the same write counts)
-        self._process()
+__all__ = ["DispatchedConnection", "Dispatcher"]
 
 
-def _flush_pending(self: AMQPConnection) -> None:
-    """Run the channel methods the reader handed on (see :meth:`_process`), in order.
+class DispatchedConnection(Protocol):
+    """What the dispatcher needs of its connection."""
 
-    The list is taken whole (no ``pop(0)`` per method); methods handed on while it runs go to a fresh list, run
-    after it, and whatever is left when the connection closes goes back in front, as before."""
-    dead = self._dead_channels
-    while self._pending and not self.closed:
-        batch, self._pending = self._pending, []
-        for i, (ch, fn) in enumerate(batch):
-            if self.closed:
-                self._pending[:0] = batch[i:]
-                return
-            if ch.number in dead or self.state == "closed":
-                continue
-            try:
-                fn()
-                if self._late:
-                    self._out.extend(self._late)
-                    self._late.clear()
-            except errors.AMQPError as exc:  # a hard error: this channel is dead, the connection will close
-                dead.add(ch.number)
-                if self._channel_failure is None:
-                    self._channel_failure = exc
-            except Exception as exc:  # never let a bug take the broker down
-                self.log_internal_error("handling a channel method", exc)
-                dead.add(ch.number)
-                if self._channel_failure is None:
-                    self._channel_failure = errors.InternalError("")
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def stopped(self) -> bool:
+        """No more input is read."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """The socket is gone (or going)."""
+        ...
+
+    @property
+    def channel_max(self) -> int: ...
+
+    def new_channel(self, number: int) -> ChannelHandler:
+        """The handler for a channel number seen for the first time (already counted against channel_max)."""
+        ...
+
+    def channel_gone(self, number: int) -> None: ...
+
+    def abort(self, *, graceful: bool = False) -> None: ...
 
 
-_METHOD, _HEADER, _BODY = framing.FRAME_METHOD, framing.FRAME_HEADER, framing.FRAME_BODY
+class _Errors(Protocol):
+    """:class:`~fakerabbit.protocol.error_handling.ErrorHandler`."""
+
+    def handle_exception(self, exc: errors.AMQPError) -> None: ...
+
+    def fatal_frame_error(self, text: str) -> None: ...
+
+    def crash(self, why: str) -> None: ...
+
+    def log_internal_error(self, what: str, exc: BaseException) -> None: ...
+
+
+class _Output(Protocol):
+    """:class:`~fakerabbit.protocol.output.Output`."""
+
+    @property
+    def late(self) -> list[bytes]: ...
+
+    def release_late(self) -> None: ...
+
+    def flush_confirms(self) -> None: ...
+
+    def send(self, channel: int, method: base.Frame) -> None: ...
+
+
+class _Throttle(Protocol):
+    """:class:`~fakerabbit.protocol.throttle.Throttle`."""
+
+    @property
+    def blocked(self) -> bool: ...
+
+    def publish_received(self) -> None: ...
+
+
+class _Alarms(Protocol):
+    @property
+    def blocking(self) -> bool: ...
+
+
+class _Channel0(Protocol):
+    def handle(self, method: base.Frame, ids: tuple[int, int]) -> None: ...
+
+
+_METHOD, _HEADER, _BODY, _HEARTBEAT = framing.FRAME_METHOD, framing.FRAME_HEADER, framing.FRAME_BODY, 8
 _method_class = framing.method_class
 
 
-def _handle_frame(self: AMQPConnection, ftype: int, channel: int, payload: bytes) -> None:
-    """``rabbit_reader:handle_frame/4``."""
-    if channel and self.state == "running":
-        # the hot path: a frame for a channel of a running connection, each frame classified once
-        if ftype == _METHOD and len(payload) >= 4:
-            cls = _method_class(payload)  # unknown ids: the reader crashes before the channel sees it
-        elif ftype == _BODY or (ftype == _HEADER and len(payload) >= 12):
-            cls = None
-        elif ftype == framing.FRAME_HEARTBEAT and not payload:
-            raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
-        else:
-            raise errors.FrameError(
-                erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts)
-            )
-        ch = self.channels.get(channel)
-        if ch is None:
-            if len(self.channels) >= self.channel_max:
-                raise errors.NotAllowed(texts.channel_max_reached(len(self.channels), self.channel_max))
-            ch = self.channels[channel] = ChannelHandler(self, channel)
-        if cls is not None:
-            deferred = ch.method_frame(payload, cls)
+class Dispatcher:
+    """One connection's input: frames out of the reader, to channel 0 or to the channels."""
+
+    def __init__(
+        self,
+        conn: DispatchedConnection,
+        channels: dict[int, ChannelHandler],
+        channel0: _Channel0,
+        error_handler: _Errors,
+        output: _Output,
+        throttle: _Throttle,
+        alarms: _Alarms,
+        *,
+        frame_min_size: int,
+        unicode: bool,
+    ) -> None:
+        """``channels`` is the connection's channel table (the dispatcher adds channels to it);
+        ``frame_min_size`` is the frame_max until tune-ok; ``unicode``: texts are printed as 3.12+ prints them."""
+        self._conn = conn
+        self._channels = channels
+        self._channel0 = channel0
+        self._errors = error_handler
+        self._output = output
+        self._throttle = throttle
+        self._alarms = alarms
+        self._unicode = unicode
+        #: The bytes read and not yet handled, split into frames.
+        self.reader = framing.FrameReader(frame_min_size)
+        # channel methods waiting for the reader to finish the current chunk of input
+        self._pending: list[tuple[ChannelHandler, Callable[[], None]]] = []
+        self._closing_channels: list[ChannelHandler] = []
+        self._channel_failure: errors.AMQPError | None = None
+        self._dead_channels: set[int] = set()
+
+    def process(self) -> None:
+        """Handle every complete frame in the buffer, as RabbitMQ's reader handles one chunk of input.
+
+        The reader parses and assembles frames itself (framing errors, channel 0, content assembly, channel
+        counting) while channel methods run in the channel processes: they are collected here and run after the
+        reader's work on the chunk (or before a channel-0 method). So an error the reader finds wins over a hard
+        error a channel raises for an earlier frame of the same chunk; the channel's replies and soft errors
+        still go out first, as RabbitMQ's channels finish their mailboxes before the connection closes.
+        """
+        failure: errors.AMQPError | None = None
+        fatal: str | None = None
+        next_frame = self.reader.next_frame
+        handle = self._handle_frame
+        conn = self._conn
+        throttle = self._throttle
+        while not conn.stopped and not conn.closed and not throttle.blocked:
+            try:
+                frame = next_frame()
+            except framing.FrameTooLarge as exc:
+                too_large: Term = (Atom("frame_too_large"), exc.size, exc.limit)
+                fatal = frame_error_text(exc.type, b"", too_large, unicode=self._unicode)
+                break
+            except framing.BadFrameEnd as exc:
+                bad_end: Term = (Atom("invalid_frame_end_marker"), exc.end)
+                fatal = frame_error_text(exc.type, exc.payload, bad_end, unicode=self._unicode)
+                break
+            if frame is None:
+                break
+            try:
+                handle(*frame)
+            except framing.UnknownMethod as exc:
+                self._pending.clear()
+                self._errors.crash(str(exc))
+                return
+            except errors.AMQPError as exc:
+                failure = exc
+                break
+            except Exception as exc:  # never let a bug take the broker down
+                self._errors.log_internal_error("handling a frame", exc)
+                failure = errors.InternalError("")
+                break
+        if self._pending:
+            self.flush_pending()
+        self._output.flush_confirms()  # the batch's publisher confirms, coalesced
+        channel_failure = self._channel_failure
+        if self._dead_channels:
+            self._dead_channels.clear()
+        closing = self._closing_channels
+        if closing:
+            self._closing_channels = []
+        if channel_failure is None and fatal is None and failure is None:
+            if not closing:
+                return  # the common case: nothing failed, no channel closing
+            # rabbit_reader answers channel_closing (then the channel sends close-ok) once it is done with the
+            # chunk; an error in the chunk closes the connection first, and no close-ok goes out
+            for ch in closing:
+                ch.send(commands.Channel.CloseOk())
+                conn.channel_gone(ch.number)
+            return
+        self._channel_failure = None
+        if fatal is not None:
+            self._errors.fatal_frame_error(fatal)
+            return
+        if failure is None and channel_failure is None:
+            return
+        self._errors.handle_exception(failure if failure is not None else channel_failure)  # type: ignore[arg-type]
+        if conn.state == "closed" and not conn.stopped and not conn.closed and self.reader.pending():
+            # the rest of the chunk is read in the closing state (a client's close-ok in the same write counts)
+            self.process()
+
+    def flush_pending(self) -> None:
+        """Run the channel methods the reader handed on (see :meth:`process`), in order.
+
+        The list is taken whole (no ``pop(0)`` per method); methods handed on while it runs go to a fresh list, run
+        after it, and whatever is left when the connection closes goes back in front, as before."""
+        dead = self._dead_channels
+        conn = self._conn
+        output = self._output
+        late = output.late
+        while self._pending and not conn.closed:
+            batch, self._pending = self._pending, []
+            for i, (ch, fn) in enumerate(batch):
+                if conn.closed:
+                    self._pending[:0] = batch[i:]
+                    return
+                if ch.number in dead or conn.state == "closed":
+                    continue
+                try:
+                    fn()
+                    if late:
+                        output.release_late()
+                except errors.AMQPError as exc:  # a hard error: this channel is dead, the connection will close
+                    dead.add(ch.number)
+                    if self._channel_failure is None:
+                        self._channel_failure = exc
+                except Exception as exc:  # never let a bug take the broker down
+                    self._errors.log_internal_error("handling a channel method", exc)
+                    dead.add(ch.number)
+                    if self._channel_failure is None:
+                        self._channel_failure = errors.InternalError("")
+
+    def channel_closing(self, ch: ChannelHandler) -> None:
+        """A client's channel.close was handled: close-ok goes out when the reader is done (see :meth:`process`)."""
+        self._closing_channels.append(ch)
+
+    def forget(self) -> None:
+        """Drop the channel methods still waiting (the connection is forced closed)."""
+        self._pending.clear()
+
+    def _method0(self, payload: bytes) -> None:
+        """``rabbit_reader:handle_method0/3``: decode failures are internal errors here (541, ids 0 0)."""
+        cls = _method_class(payload)
+        index = framing.method_index(payload)
+        ids = (index >> 16, index & 0xFFFF)
+        try:
+            method = decode_args(cls, payload[4:])
+        except MethodDecodeError as exc:
+            # handle_method0 catches what decoding throws: a field table that does not parse is a crash inside
+            # its try (541 below), unlike on other channels where it kills the reader
+            if exc.kind == "utf8":
+                raise errors.FrameError(texts.MALFORMED_SHORTSTR).at(ids) from None
+            raise errors.InternalError("") from None
+        self.flush_pending()  # the channels get through what they were sent before this
+        if self._channel_failure is not None and isinstance(method, commands.Connection.Close):
+            # the reader shuts the channels down and waits for them: a channel's hard error is what the client
+            # gets, not close-ok (any other channel-0 method is handled first: its own error wins)
+            failure, self._channel_failure = self._channel_failure, None
+            raise failure
+        self._channel0.handle(method, ids)
+
+    def _new_channel(self, number: int) -> ChannelHandler:
+        channels = self._channels
+        channel_max = self._conn.channel_max
+        if len(channels) >= channel_max:
+            raise errors.NotAllowed(texts.channel_max_reached(len(channels), channel_max))
+        ch = channels[number] = self._conn.new_channel(number)
+        return ch
+
+    def _unexpected(self, ftype: int, payload: bytes) -> errors.AMQPError:
+        return errors.UnexpectedFrame(unexpected_frame_text(ftype, payload, unicode=self._unicode))
+
+    def _unknown(self, ftype: int, payload: bytes) -> errors.AMQPError:
+        return errors.FrameError(frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self._unicode))
+
+    def _handle_frame(self, ftype: int, channel: int, payload: bytes) -> None:
+        """``rabbit_reader:handle_frame/4``."""
+        conn = self._conn
+        state = conn.state
+        if channel and state == "running":
+            # the hot path: a frame for a channel of a running connection, each frame classified once
+            if ftype == _METHOD and len(payload) >= 4:
+                cls = _method_class(payload)  # unknown ids: the reader crashes before the channel sees it
+            elif ftype == _BODY or (ftype == _HEADER and len(payload) >= 12):
+                cls = None
+            elif ftype == _HEARTBEAT and not payload:
+                raise self._unexpected(ftype, payload)
+            else:
+                raise self._unknown(ftype, payload)
+            ch = self._channels.get(channel)
+            if ch is None:
+                ch = self._new_channel(channel)
+            if cls is not None:
+                deferred = ch.method_frame(payload, cls)
+                if deferred is not None:
+                    self._pending.append((ch, deferred))
+                return
+            deferred = ch.handle_frame(ftype, payload)
             if deferred is not None:
                 self._pending.append((ch, deferred))
+            if self._alarms.blocking and not conn.closed:
+                self._throttle.publish_received()
             return
-        deferred = ch.handle_frame(ftype, payload)
-        if deferred is not None:
-            self._pending.append((ch, deferred))
-        if not self.closed and self.server.alarms.blocking:
-            self.publish_received()  # (which checks blocking itself: only under an alarm is there work)
-        return
-    if self.state == "closed":
-        if channel == 0 and ftype == framing.FRAME_METHOD and len(payload) >= 4:
-            cls = framing.method_class(payload)
-            try:
-                method = decode_args(cls, payload[4:])
-            except MethodDecodeError:
+        if state == "closed":
+            if channel == 0 and ftype == _METHOD and len(payload) >= 4:
+                cls = _method_class(payload)
+                try:
+                    method = decode_args(cls, payload[4:])
+                except MethodDecodeError:
+                    return
+                if isinstance(method, commands.Connection.Close):
+                    self._output.send(0, commands.Connection.CloseOk())
+                elif isinstance(method, commands.Connection.CloseOk):
+                    conn.abort(graceful=True)
+            return
+        if channel == 0:
+            if ftype == _METHOD and len(payload) >= 4:
+                self._method0(payload)
+            elif ftype == _HEARTBEAT and not payload:
                 return
-            if isinstance(method, commands.Connection.Close):
-                self.send(0, commands.Connection.CloseOk())
-            elif isinstance(method, commands.Connection.CloseOk):
-                self.abort(graceful=True)
-        return
-    if channel == 0:
-        if ftype == framing.FRAME_METHOD and len(payload) >= 4:
-            self._method0(payload)
-        elif ftype == framing.FRAME_HEARTBEAT and not payload:
+            elif ftype == _BODY or (ftype == _HEADER and len(payload) >= 12):
+                raise self._unexpected(ftype, payload)
+            else:
+                raise self._unknown(ftype, payload)
             return
-        elif ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12):
-            raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
-        else:
-            raise errors.FrameError(
-                erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts)
-            )
-        return
-    if self.state != "running":
-        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
-    if ftype == framing.FRAME_METHOD and len(payload) >= 4:
-        framing.method_class(payload)  # unknown ids: the reader crashes before the channel sees it
-    elif ftype == framing.FRAME_HEARTBEAT and not payload:
-        raise errors.UnexpectedFrame(erlfmt.unexpected_frame_text(ftype, payload, unicode=self.rules.unicode_texts))
-    elif not (ftype == framing.FRAME_BODY or (ftype == framing.FRAME_HEADER and len(payload) >= 12)):
-        raise errors.FrameError(
-            erlfmt.frame_error_text(ftype, payload, Atom("unknown_frame"), unicode=self.rules.unicode_texts)
-        )
-    ch = self.channels.get(channel)
-    if ch is None:
-        if len(self.channels) >= self.channel_max:
-            raise errors.NotAllowed(texts.channel_max_reached(len(self.channels), self.channel_max))
-        ch = self.channels[channel] = ChannelHandler(self, channel)
-    deferred = ch.handle_frame(ftype, payload)
-    if deferred is not None:
-        self._pending.append((ch, deferred))
-    if ftype != framing.FRAME_METHOD and not self.closed:
-        self.publish_received()
+        # a channel frame before the connection is open
+        raise self._unexpected(ftype, payload)

@@ -10,23 +10,22 @@ exactly as in RabbitMQ 3.10:
 * a method id the framing does not know, or a malformed field table in method arguments: RabbitMQ's reader
   crashes, so the socket closes at once without a close frame.
 
-The silent-close delay is :data:`fakerabbit.protocol.connection.SILENT_CLOSE_DELAY`.
-
-These functions are :class:`~fakerabbit.protocol.connection.AMQPConnection`'s methods.
+The silent-close delay is :data:`fakerabbit.protocol.connection.SILENT_CLOSE_DELAY`: the connection owns the
+socket and its timers; :class:`ErrorHandler` decides, through :class:`FailingConnection`, what to do with them.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from fakerabbit.broker import errors
+from fakerabbit.broker.erlterm import text_octets
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.codec import commands
-from fakerabbit.protocol.erlfmt import text_octets
 
-if TYPE_CHECKING:
-    from fakerabbit.protocol.connection import AMQPConnection
+__all__ = ["CLOSING_TIMEOUT", "PROBLEM_CODES", "ErrorHandler", "FailingConnection"]
 
 log = logging.getLogger("fakerabbit")
 
@@ -40,84 +39,111 @@ PROBLEM_CODES = frozenset({501, 502, 503, 504, 505, 540, 541})
 _HANDSHAKE_STATES = ("starting", "tuning")
 
 
-def handle_exception(self: AMQPConnection, exc: errors.AMQPError) -> None:
-    """``rabbit_reader:handle_exception/3``: what an error does depends on the connection state."""
-    if self.state == "closed" or self.closed:
-        return
-    if self.state in _HANDSHAKE_STATES:
-        if self.state == "starting" and isinstance(exc, errors.AccessRefusedHard):
-            if self.capabilities.get("authentication_failure_close") is True:
-                self._send_close(exc)
-            self._silent_close(exc.reply_text, report=False)
+class FailingConnection(Protocol):
+    """What error handling needs of its connection: its state and the ways it can end."""
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def peer(self) -> str: ...
+
+    @property
+    def capabilities(self) -> Mapping[str, object]: ...
+
+    def await_close_ok(self) -> None:
+        """A close was sent: release the broker side and wait for the client's close-ok (or a timeout)."""
+        ...
+
+    def close_later(self, *, close_sent: bool = False) -> None:
+        """Stop reading and close the socket after the silent-close delay."""
+        ...
+
+    def abort(self, *, graceful: bool = False) -> None: ...
+
+
+class _Writer(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+
+class ErrorHandler:
+    """One connection's error handling; it remembers whether it has logged an internal error already."""
+
+    __slots__ = ("_conn", "_logged_internal_error", "_report", "_unicode", "_write")
+
+    def __init__(
+        self, conn: FailingConnection, output: _Writer, report_problem: Callable[[str], object], *, unicode: bool
+    ) -> None:
+        """``unicode``: reply texts go out as 3.12+ sends them (see :func:`~fakerabbit.broker.erlterm.text_octets`)."""
+        self._conn = conn
+        self._write = output.write
+        self._report = report_problem
+        self._unicode = unicode
+        self._logged_internal_error = False
+
+    def handle_exception(self, exc: errors.AMQPError) -> None:
+        """``rabbit_reader:handle_exception/3``: what an error does depends on the connection state."""
+        conn = self._conn
+        state = conn.state
+        if state == "closed" or conn.closed:
+            return
+        if state in _HANDSHAKE_STATES:
+            if state == "starting" and isinstance(exc, errors.AccessRefusedHard):
+                if conn.capabilities.get("authentication_failure_close") is True:
+                    self.send_close(exc)
+                self.silent_close(exc.reply_text, report=False)
+            else:
+                self.silent_close(exc.reply_text)
+            return
+        self.send_close(exc)
+        conn.await_close_ok()
+
+    def send_close(self, exc: errors.AMQPError) -> None:
+        class_id, method_id = exc.method_ids
+        if exc.code in PROBLEM_CODES:
+            method = commands.INDEX_MAPPING.get((class_id << 16) | method_id) if class_id else None
+            where = f" (in reply to {getattr(method, 'name', method)})" if method is not None else ""
+            self._report(f"connection {self._conn.peer or '?'} closed with {exc.reply_text}{where}")
+        text = text_octets(exc.reply_text, unicode=self._unicode)
+        self._write(framing.encode_close(0, exc.code, text, class_id, method_id))
+
+    def fatal_frame_error(self, text: str) -> None:
+        """``rabbit_reader:fatal_frame_error/5``: report (if opening or running), then close after the
+        silent-close delay whatever the client does."""
+        conn = self._conn
+        if conn.state in ("opening", "running"):
+            self.send_close(errors.FrameError(text))
+            conn.close_later(close_sent=True)
         else:
-            self._silent_close(exc.reply_text)
-        return
-    self._send_close(exc)
-    self.state = "closed"
-    self._teardown()
-    timeout = self.heartbeat if 0 < self.heartbeat < CLOSING_TIMEOUT else CLOSING_TIMEOUT
-    self._set_timer(timeout, lambda: self.abort(graceful=True))
+            self._report(f"connection {conn.peer or '?'}: FRAME_ERROR - {text}")
+            conn.close_later()
 
+    def silent_close(self, why: str, *, report: bool = True) -> None:
+        """A handshake error: no close frame; the socket goes after the silent-close delay."""
+        if report:
+            self._report(f"connection {self._conn.peer or '?'} refused during the handshake: {why}")
+        self._conn.close_later()
 
-def _send_close(self: AMQPConnection, exc: errors.AMQPError) -> None:
-    class_id, method_id = exc.method_ids
-    if exc.code in PROBLEM_CODES:
-        method = commands.INDEX_MAPPING.get((class_id << 16) | method_id) if class_id else None
-        where = f" (in reply to {getattr(method, 'name', method)})" if method is not None else ""
-        self.broker.report_problem(f"connection {self.peer or '?'} closed with {exc.reply_text}{where}")
-    self.write(
-        framing.encode_close(
-            0, exc.code, text_octets(exc.reply_text, unicode=self.rules.unicode_texts), class_id, method_id
-        )
-    )
+    def crash(self, why: str) -> None:
+        """What RabbitMQ's reader does when it crashes: the socket closes at once, without a close frame."""
+        self._report(f"connection {self._conn.peer or '?'} dropped (RabbitMQ's reader would crash): {why}")
+        self._conn.abort(graceful=True)
 
+    def internal_error(self, exc: Exception) -> None:
+        """A bug met outside frame handling: logged, and the connection is closed with 541."""
+        self.log_internal_error("in a connection", exc)
+        self.handle_exception(errors.InternalError(""))
 
-def _fatal_frame_error(self: AMQPConnection, text: str) -> None:
-    """rabbit_reader:fatal_frame_error/5: report (if opening or running), then close after the silent-close
-    delay whatever the client does."""
-    if self.state in ("opening", "running"):
-        self._send_close(errors.FrameError(text))
-        self.state = "closed"
-    else:
-        self.broker.report_problem(f"connection {self.peer or '?'}: FRAME_ERROR - {text}")
-    self._close_later()
-
-
-def _silent_close(self: AMQPConnection, why: str, *, report: bool = True) -> None:
-    """A handshake error: no close frame; the socket goes after the silent-close delay."""
-    if report:
-        self.broker.report_problem(f"connection {self.peer or '?'} refused during the handshake: {why}")
-    self._close_later()
-
-
-def _crash(self: AMQPConnection, why: str) -> None:
-    """What RabbitMQ's reader does when it crashes: the socket closes at once, without a close frame."""
-    self.broker.report_problem(f"connection {self.peer or '?'} dropped (RabbitMQ's reader would crash): {why}")
-    self.abort(graceful=True)
-
-
-def close_by_server(self: AMQPConnection, code: int, text: str) -> None:
-    """Fault injection / management API: close this connection with connection.close."""
-    exc = errors.ConnectionForced(text)
-    exc.code = code
-    if self.state in ("running", "opening"):
-        self.handle_exception(exc)
-    else:
-        self.abort(graceful=True)
-    self.server.flush()
-
-
-def _internal_error(self: AMQPConnection, exc: Exception) -> None:
-    self.log_internal_error("in a connection", exc)
-    self.handle_exception(errors.InternalError(""))
-
-
-def log_internal_error(self: AMQPConnection, what: str, exc: BaseException) -> None:
-    """A bug met while serving this connection: recorded as a problem, logged as one line (the traceback at DEBUG
-    level), and only the first time for a connection: whatever a client sends costs at most a line of log."""
-    self.broker.report_problem(f"fakerabbit internal error: {exc!r}")
-    if self._logged_internal_error:
-        return
-    self._logged_internal_error = True
-    log.error("internal error %s from %s: %r (traceback at DEBUG level)", what, self.peer or "?", exc)
-    log.debug("internal error %s", what, exc_info=exc)
+    def log_internal_error(self, what: str, exc: BaseException) -> None:
+        """A bug met while serving this connection: recorded as a problem, logged as one line (the traceback at
+        DEBUG level), and only the first time for a connection: whatever a client sends costs at most a line of
+        log."""
+        self._report(f"fakerabbit internal error: {exc!r}")
+        if self._logged_internal_error:
+            return
+        self._logged_internal_error = True
+        log.error("internal error %s from %s: %r (traceback at DEBUG level)", what, self._conn.peer or "?", exc)
+        log.debug("internal error %s", what, exc_info=exc)

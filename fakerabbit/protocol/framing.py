@@ -6,7 +6,9 @@ property block is stored and re-sent unchanged, so it never passes through pamqp
 
 Checks follow ``rabbit_reader:handle_input/3``: the size in a frame header is checked against ``frame_max``
 before the payload is read (RabbitMQ allows a payload of up to ``frame_max`` octets, eight more than the spec,
-and reports the limit as ``frame_max - 8``); the frame-end octet is checked once the payload is in.
+and reports the limit as ``frame_max - 8``); the frame-end octet is checked once the payload is in. The texts
+RabbitMQ's reader gives about a frame it does not take are :func:`frame_error_text` and
+:func:`unexpected_frame_text`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import struct
 
 from pamqp import base, commands
 from pamqp import frame as pamqp_frame
+
+from fakerabbit.broker.erlterm import Format, Term
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 #: Headers RabbitMQ answers with a 0-9-1 connection.start: 0-9-1 itself and the 0-9 header (AMQP 1 1 0 9).
@@ -349,3 +353,25 @@ def encode_content(channel: int, props: bytes, body: bytes, frame_max: int) -> l
         part = body[i : i + chunk]
         out += (_frame_head.pack(FRAME_BODY, channel, len(part)), part, b"\xce")
     return out
+
+
+# -- the reader's texts about frames ---------------------------------------------------------------------------
+
+
+def _snippet(payload: bytes) -> tuple[str, bytes]:
+    """``rabbit_reader:payload_snippet/1``: the whole payload up to 16 octets, else the first 16."""
+    if len(payload) <= 16:
+        return "all", payload
+    return "first 16", payload[:16]
+
+
+def frame_error_text(ftype: int, payload: bytes, error: Term, *, unicode: bool = False) -> str:
+    """``type ~p, ~s octets = ~p: ~p`` (without the ``FRAME_ERROR - `` prefix); ``~tp`` when ``unicode``."""
+    which, data = _snippet(payload)
+    return str(Format(unicode=unicode).s("type ").p(ftype).s(f", {which} octets = ").p(data).s(": ").p(error))
+
+
+def unexpected_frame_text(ftype: int, payload: bytes, *, unicode: bool = False) -> str:
+    """``type ~p, ~s octets = ~p`` (without the ``UNEXPECTED_FRAME - `` prefix); ``~tp`` when ``unicode``."""
+    which, data = _snippet(payload)
+    return str(Format(unicode=unicode).s("type ").p(ftype).s(f", {which} octets = ").p(data))

@@ -8,18 +8,12 @@ from typing import Any
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.fields import FieldError, decode_table_pairs
+from fakerabbit.broker.profile import Profile
 from fakerabbit.protocol import framing
 
 
-def server_properties(version: str) -> list[tuple[str, str, Any]]:
+def server_properties(profile: Profile) -> list[tuple[str, str, Any]]:
     """``connection.start``'s server-properties in RabbitMQ's wire order, as (key, field type, value)."""
-    major_minor = tuple(int(x) for x in version.split(".")[:2])
-    if major_minor < (3, 13):
-        copyright_, otp = "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.", "25.2.3"
-    elif major_minor < (4, 1):
-        copyright_, otp = "Copyright (c) 2007-2024 Broadcom Inc and/or its subsidiaries", "26.2.5"
-    else:
-        copyright_, otp = "Copyright (c) 2007-2025 Broadcom Inc and/or its subsidiaries", "27.3"
     capabilities = [
         "publisher_confirms",
         "exchange_exchange_bindings",
@@ -34,11 +28,11 @@ def server_properties(version: str) -> list[tuple[str, str, Any]]:
     return [
         ("capabilities", "F", {name: ("t", True) for name in capabilities}),
         ("cluster_name", "S", "rabbit@fakerabbit"),
-        ("copyright", "S", copyright_),
+        ("copyright", "S", profile.amqp.copyright),
         ("information", "S", "Licensed under the MPL 2.0. Website: https://rabbitmq.com"),
-        ("platform", "S", f"Erlang/OTP {otp}"),
+        ("platform", "S", f"Erlang/OTP {profile.amqp.erlang_otp}"),
         ("product", "S", "RabbitMQ"),
-        ("version", "S", version),
+        ("version", "S", profile.server_version),
     ]
 
 
@@ -60,7 +54,7 @@ def parse_amqplain(response: bytes) -> tuple[str, str | None] | None:
     of another type; a PASSWORD of another type comes back as None: the login is refused (403). Checked on
     3.10.8, 4.0.5 and 4.3.6."""
     try:
-        pairs, _ = decode_table_pairs(struct.pack(">I", len(response)) + response)
+        pairs, _ = decode_table_pairs(struct.pack(">I", len(response)) + response, finite=True)
     except FieldError:
         return None
     found: dict[str, tuple[str, object]] = {}

@@ -3,70 +3,137 @@
 announced the ``connection.blocked`` capability, it is told so once; ``connection.unblocked`` follows when every
 alarm has cleared.
 
-These functions are :class:`~fakerabbit.protocol.connection.AMQPConnection`'s methods.
+:class:`Throttle` owns that state for one connection. What it needs of the connection is
+:class:`ThrottledConnection`; of the node's alarms, :class:`Alarms`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
-from fakerabbit.clock import real_monotonic
-from fakerabbit.protocol.codec import commands
+from fakerabbit.protocol.codec import base, commands
 
-if TYPE_CHECKING:
-    from fakerabbit.protocol.connection import AMQPConnection
-
-
-def set_blocked(self: AMQPConnection, blocked: bool, reason: str) -> None:
-    """Fault injection (``rabbit.block()``): tell the client at once, whether or not it has published, that it is
-    blocked (or, if it was told so and is not held back, unblocked). Publishing is held back by the alarm
-    (:func:`publish_received`), not here."""
-    if not self.blocked_capable or self.closing or self.state != "running":
-        return
-    if blocked and not self.blocked_sent:
-        self.send(0, commands.Connection.Blocked(reason))
-        self.blocked_sent = True
-    elif not blocked and self.blocked_sent and not self.blocked:
-        self.send(0, commands.Connection.Unblocked())
-        self.blocked_sent = False
-    else:
-        return
-    self.server.flush()
+__all__ = ["Alarms", "Throttle", "ThrottledConnection"]
 
 
-def publish_received(self: AMQPConnection) -> None:
-    """A content frame arrived: under a resource alarm this connection gets blocked."""
-    if self.server.alarms.blocking:
-        self.should_block = True
-        self._maybe_block()
+class Alarms(Protocol):
+    """The node's resource alarms (:class:`~fakerabbit.protocol.alarms.ResourceAlarms`)."""
+
+    @property
+    def blocking(self) -> bool: ...
+
+    def reason(self) -> str: ...
 
 
-def control_throttle(self: AMQPConnection) -> None:
-    """An alarm changed (rabbit_reader:control_throttle/1)."""
-    if self.state != "running" or self.closed:
-        return
-    if self.blocked and not self.server.alarms.blocking:
-        self.blocked = False
+class ThrottledConnection(Protocol):
+    """What the throttle needs of its connection."""
+
+    @property
+    def running(self) -> bool:
+        """Open (``connection.open-ok`` sent) and not closing."""
+        ...
+
+    @property
+    def blocked_capable(self) -> bool:
+        """The client announced the ``connection.blocked`` capability."""
+        ...
+
+    def hold_input(self) -> None:
+        """Stop reading the socket."""
+        ...
+
+    def release_input(self) -> None:
+        """Read the socket again, and handle what is buffered already."""
+        ...
+
+
+class _Sender(Protocol):
+    def send(self, channel: int, method: base.Frame) -> None: ...
+
+
+class _Monitor(Protocol):
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+
+class Throttle:
+    """One connection's publisher flow control."""
+
+    __slots__ = ("_alarms", "_conn", "_flush", "_monitor", "_send", "blocked", "blocked_sent", "should_block")
+
+    def __init__(
+        self,
+        conn: ThrottledConnection,
+        alarms: Alarms,
+        output: _Sender,
+        heartbeat: _Monitor,
+        flush: Callable[[], object],
+    ) -> None:
+        """``flush`` writes what every connection has queued (the listener's flush)."""
+        self._conn = conn
+        self._send = output.send
+        self._alarms = alarms
+        self._monitor = heartbeat
+        self._flush = flush
+        #: The connection published under an alarm.
         self.should_block = False
-        if self.blocked_sent:
-            self.send(0, commands.Connection.Unblocked())
+        #: The connection is not read (and its heartbeat receive monitor is paused).
+        self.blocked = False
+        #: ``connection.blocked`` was sent and not yet followed by ``connection.unblocked``.
+        self.blocked_sent = False
+
+    def set_blocked(self, blocked: bool, reason: str) -> None:
+        """Fault injection (``rabbit.block()``): tell the client at once, whether or not it has published, that it
+        is blocked (or, if it was told so and is not held back, unblocked). Publishing is held back by the alarm
+        (:meth:`publish_received`), not here."""
+        conn = self._conn
+        if not conn.blocked_capable or not conn.running:
+            return
+        if blocked and not self.blocked_sent:
+            self._send(0, commands.Connection.Blocked(reason))
+            self.blocked_sent = True
+        elif not blocked and self.blocked_sent and not self.blocked:
+            self._send(0, commands.Connection.Unblocked())
             self.blocked_sent = False
-        if self.transport is not None and not self.stopped:
-            self.transport.resume_reading()
-        self._last_recv = real_monotonic()
-        self._process()
-    elif not self.blocked and self.blocked_sent and not self.server.alarms.blocking:
-        self.set_blocked(False, "")  # told by rabbit.block() without ever publishing
-    elif not self.blocked:
-        self._maybe_block()
+        else:
+            return
+        self._flush()
 
+    def publish_received(self) -> None:
+        """A content frame arrived: under a resource alarm this connection gets blocked."""
+        if self._alarms.blocking:
+            self.should_block = True
+            self._maybe_block()
 
-def _maybe_block(self: AMQPConnection) -> None:
-    if not (self.should_block and self.server.alarms.blocking) or self.blocked:
-        return
-    self.blocked = True
-    if self.transport is not None:
-        self.transport.pause_reading()
-    if self.blocked_capable and not self.blocked_sent:
-        self.send(0, commands.Connection.Blocked(self.server.alarms.reason()))
-        self.blocked_sent = True
+    def control_throttle(self) -> None:
+        """An alarm changed (``rabbit_reader:control_throttle/1``)."""
+        conn = self._conn
+        if not conn.running:
+            return
+        blocking = self._alarms.blocking
+        if self.blocked and not blocking:
+            self.blocked = False
+            self.should_block = False
+            if self.blocked_sent:
+                self._send(0, commands.Connection.Unblocked())
+                self.blocked_sent = False
+            self._monitor.resume()
+            conn.release_input()
+        elif not self.blocked and self.blocked_sent and not blocking:
+            self.set_blocked(False, "")  # told by rabbit.block() without ever publishing
+        elif not self.blocked:
+            self._maybe_block()
+
+    def _maybe_block(self) -> None:
+        alarms = self._alarms
+        if not (self.should_block and alarms.blocking) or self.blocked:
+            return
+        self.blocked = True
+        conn = self._conn
+        conn.hold_input()
+        self._monitor.pause()
+        if conn.blocked_capable and not self.blocked_sent:
+            self._send(0, commands.Connection.Blocked(alarms.reason()))
+            self.blocked_sent = True

@@ -2,6 +2,8 @@
 
 ``rabbit.queue(...)``, ``rabbit.queues()``, ``rabbit.exchanges()``, ``rabbit.bindings()`` and
 ``rabbit.connections()`` return the snapshot classes below; ``rabbit.events`` returns :class:`Events`.
+:class:`Rabbit` is the shape :class:`~fakerabbit.FakeRabbit` shares with the pytest plugin's dual-mode
+``RealRabbit``: annotate a test's ``fakerabbit`` argument with it to use only what works on both.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from fakerabbit.testing.assertions import (
     diff,
 )
 from fakerabbit.testing.events import Event, Events
+from fakerabbit.testing.rabbit import Rabbit, RabbitClock, RabbitQueue
 from fakerabbit.testing.snapshots import (
     BindingSnapshot,
     ConnectionSnapshot,
@@ -37,6 +40,9 @@ __all__ = [
     "ExchangeSnapshot",
     "MessageSnapshot",
     "QueueSnapshot",
+    "Rabbit",
+    "RabbitClock",
+    "RabbitQueue",
     "RoutingKeys",
     "XDeath",
     "XDeathEntry",

@@ -1,6 +1,6 @@
 """Helpers shared by the dead-lettering, policy and CC/BCC conformance tests.
 
-They follow the vocabulary of RabbitMQ's ``dead_lettering_SUITE`` (spec section Q): ``setup(Q, DLQ, extra)``,
+They follow the vocabulary of RabbitMQ's ``dead_lettering_SUITE`` (deps/rabbit/test): ``setup(Q, DLQ, extra)``,
 ``pub``, ``get``, ``empty`` and ``ready``. Dead-lettering is asynchronous on a real broker (the source queue
 publishes to the DLX after the nack), so checks of a *target* queue go through :func:`eventually`, which retries
 briefly on the real broker and checks exactly once on the fake (where the effect is synchronous).
@@ -19,7 +19,7 @@ from pika.adapters.blocking_connection import BlockingChannel
 
 from fakerabbit.broker.fields import Field, Table
 from tests.conformance.conftest import Target
-from tests.conformance.rawclient import RawClient, RawMessage, array_of_tables
+from tests.rawamqp import RawAMQP, RawMessage, array_of_tables
 
 T = TypeVar("T")
 
@@ -147,11 +147,11 @@ def as_utc(value: datetime) -> datetime:
 
 
 def raw_get(broker: Target, q: str) -> RawMessage:
-    """``basic.get`` (auto-ack) over :class:`RawClient`, keeping the raw property bytes; waits on a real broker."""
+    """``basic.get`` (auto-ack) over a raw connection, keeping the raw property bytes; waits on a real broker."""
     deadline = time.monotonic() + 3.0
-    with RawClient(broker.url) as raw:
+    with RawAMQP.with_channel(broker.url) as raw:
         while True:
-            msg = raw.get(q)
+            msg = raw.basic_get(q)
             if msg is not None:
                 return msg
             assert time.monotonic() < deadline, f"expected a message in {q}"

@@ -9,12 +9,12 @@ from typing import Any
 import pika
 import pika.exceptions
 import pytest
-from pamqp import commands
+from pika import spec
 from pika.adapters.blocking_connection import BlockingChannel
 
 from fakerabbit.broker.properties import RawProperties
 from tests.conformance.conftest import Target, pump, settle
-from tests.conformance.rawclient import RawClient
+from tests.rawamqp import RawAMQP
 
 STREAM = {"x-queue-type": "stream"}
 
@@ -110,37 +110,52 @@ def consume_error(broker: Target, q: str, args: dict[str, Any] | None = None, **
     return ("ok", 0, "")
 
 
-class StreamReader(RawClient):
-    """The raw client, consuming: deliveries with their property block as received."""
+class StreamReader:
+    """A raw connection (channel 1) that consumes: deliveries with their property block exactly as received."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = RawAMQP.with_channel(url)
+
+    def __enter__(self) -> StreamReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def _wait(self, name: str) -> Any:
+        f = self.conn.wait(name)
+        if f.name in ("Connection.Close", "Channel.Close"):
+            raise RuntimeError(f"broker closed: {f.method.reply_code} {f.method.reply_text}")
+        return f
 
     def qos(self, n: int) -> None:
-        self._send(1, commands.Basic.Qos(prefetch_count=n))
-        self._expect(commands.Basic.QosOk)
+        self.conn.send_method(1, spec.Basic.Qos(prefetch_count=n))
+        self._wait("Basic.QosOk")
+
+    def sync(self) -> None:
+        """A round trip: every method sent before it has been handled (raises if the broker closed)."""
+        self.qos(0)
 
     def confirm(self) -> None:
-        self._send(1, commands.Confirm.Select())
-        self._expect(commands.Confirm.SelectOk)
+        self.conn.send_method(1, spec.Confirm.Select())
+        self._wait("Confirm.SelectOk")
+
+    def publish(self, exchange: str, routing_key: str, props: bytes, body: bytes) -> None:
+        self.conn.publish(1, exchange, routing_key, body, props)
 
     def publish_confirmed(self, q: str, props: bytes, body: bytes) -> None:
         self.publish("", q, props, body)
-        self._expect(commands.Basic.Ack)
+        self._wait("Basic.Ack")
 
     def consume(self, q: str, args: dict[str, Any]) -> None:
-        self._send(1, commands.Basic.Consume(queue=q, consumer_tag="c", arguments=args))
-        self._expect(commands.Basic.ConsumeOk)
+        self.conn.send_method(1, spec.Basic.Consume(queue=q, consumer_tag="c", arguments=args))
+        self._wait("Basic.ConsumeOk")
 
-    def delivery(self) -> tuple[commands.Basic.Deliver, RawProperties, bytes]:
-        method = self._expect(commands.Basic.Deliver)
-        ftype, _, payload = self._read_frame()
-        assert ftype == 2
-        size = int.from_bytes(payload[4:12], "big")
-        props = RawProperties(payload[12:])
-        body = b""
-        while len(body) < size:
-            _, _, part = self._read_frame()
-            body += part
-        return method, props, body
+    def delivery(self) -> tuple[Any, RawProperties, bytes]:
+        method = self._wait("Basic.Deliver").method
+        head, body = self.conn._content(1, 5.0)
+        return method, RawProperties(head.payload[12:]), body
 
     def delete(self, q: str) -> None:
-        self._send(1, commands.Queue.Delete(queue=q))
-        self._expect(commands.Queue.DeleteOk)
+        self.conn.send_method(1, spec.Queue.Delete(queue=q))
+        self._wait("Queue.DeleteOk")

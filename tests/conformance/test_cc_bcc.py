@@ -1,5 +1,6 @@
-"""Sender-selected distribution (CC/BCC) and how it meets dead-lettering (spec M, DM-2, DM-3; Q18, Q19, Q29-31;
-Java ``CcRoutes`` and ``DeadLetterExchange.deadLetterNewRK``)."""
+"""Sender-selected distribution (CC/BCC) and how it meets dead-lettering (``rabbit_basic:header_routes/1``,
+``mc_amqpl``; the CC/BCC cases of ``dead_lettering_SUITE``; Java ``CcRoutes``,
+``DeadLetterExchange.deadLetterNewRK``)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from tests.conformance.conftest import Target
 from tests.conformance.dlhelpers import declare, drain, get, pub, quiet, raw_get, ready, wait_ready
 
 # ---------------------------------------------------------------------------------------------------------
-# SS-1 .. SS-5
+# routing (RabbitMQ: rabbit_basic:header_routes/1, rabbit_exchange:route/3)
 
 
 def test_ss1_cc_and_bcc_add_routing_keys(broker: Target, ch) -> None:
-    """SS-1, SS-4, DM-2: CC and BCC keys route like extra routing keys; consumers see CC, never BCC."""
+    """CC and BCC keys route like extra routing keys; consumers see CC, never BCC (RabbitMQ:
+    ``rabbit_basic:header_routes/1``; ``mc_amqpl:init``)."""
     q, c1, b1 = broker.name("q"), broker.name("c1"), broker.name("b1")
     for n in (q, c1, b1):
         declare(ch, n)
@@ -27,7 +29,8 @@ def test_ss1_cc_and_bcc_add_routing_keys(broker: Target, ch) -> None:
 
 
 def test_ss1_non_longstr_elements_are_ignored(broker: Target, ch) -> None:
-    """SS-1: only ``longstr`` elements count: a ``binary`` (pika bytes) or int element routes nowhere."""
+    """Only ``longstr`` elements count: a ``binary`` (pika bytes) or int element routes nowhere (RabbitMQ:
+    ``rabbit_basic:header_routes/1``)."""
     q, other, num = broker.name("q"), broker.name("other"), broker.name("7")
     for n in (q, other):
         declare(ch, n)
@@ -39,7 +42,8 @@ def test_ss1_non_longstr_elements_are_ignored(broker: Target, ch) -> None:
 
 @pytest.mark.parametrize(("value", "type_name"), [(5, "signedint"), ("k", "longstr")])
 def test_ss2_cc_of_the_wrong_type_is_a_channel_error(broker: Target, ch, value: object, type_name: str) -> None:
-    """SS-2: CC that is not an array: 406 ``invalid message: {unacceptable_type_in_header,"CC",<type>}``."""
+    """CC that is not an array: 406 ``invalid message: {unacceptable_type_in_header,"CC",<type>}`` (RabbitMQ:
+    ``mc_amqpl:message/4``)."""
     q = broker.name("q")
     declare(ch, q)
     ch.basic_publish("", q, b"m", pika.BasicProperties(headers={"CC": value}))
@@ -52,7 +56,7 @@ def test_ss2_cc_of_the_wrong_type_is_a_channel_error(broker: Target, ch, value: 
 
 
 def test_ss3_each_queue_gets_one_copy(broker: Target, ch) -> None:
-    """SS-3 (Java ``CcRoutes.noDuplicates``): several keys matching one queue still give one copy."""
+    """Java ``CcRoutes.noDuplicates``: several keys matching one queue still give one copy."""
     x = broker.exchange("x")
     q = broker.name("q")
     ch.exchange_declare(x, "direct")
@@ -65,8 +69,9 @@ def test_ss3_each_queue_gets_one_copy(broker: Target, ch) -> None:
 
 
 def test_mi4_default_exchange_routes_every_key_to_its_queue_once(broker: Target, ch) -> None:
-    """MI-4: the default exchange routes the routing key and every CC/BCC key to the queue of that name,
-    deduplicated; a key naming no queue routes nowhere (and does not make the publish unroutable)."""
+    """The default exchange routes the routing key and every CC/BCC key to the queue of that name, deduplicated; a key
+    naming no queue routes nowhere (and does not make the publish unroutable) (RabbitMQ:
+    ``rabbit_exchange:route/3``)."""
     q1, q2, nobody = broker.name("q1"), broker.name("q2"), broker.name("nobody")
     for n in (q1, q2):
         declare(ch, n)
@@ -79,7 +84,7 @@ def test_mi4_default_exchange_routes_every_key_to_its_queue_once(broker: Target,
 
 @pytest.mark.parametrize("xtype", ["fanout", "headers"])
 def test_ss5_fanout_and_headers_ignore_cc(broker: Target, ch, xtype: str) -> None:
-    """SS-5: fanout and headers exchanges route as usual; CC keys add nothing."""
+    """Fanout and headers exchanges route as usual; CC keys add nothing (RabbitMQ: ``rabbit_basic:header_routes/1``)."""
     x = broker.exchange("x")
     q, cc = broker.name("q"), broker.name("cc")
     ch.exchange_declare(x, xtype)
@@ -92,7 +97,7 @@ def test_ss5_fanout_and_headers_ignore_cc(broker: Target, ch, xtype: str) -> Non
 
 
 def test_ss5_topic_and_exchange_to_exchange_use_cc(broker: Target, ch) -> None:
-    """SS-5: topic exchanges and exchange-to-exchange bindings route CC keys."""
+    """Topic exchanges and exchange-to-exchange bindings route CC keys (RabbitMQ: ``rabbit_basic:header_routes/1``)."""
     top, inner = broker.exchange("top"), broker.exchange("inner")
     q1, q2 = broker.name("q1"), broker.name("q2")
     ch.exchange_declare(top, "topic")
@@ -123,7 +128,9 @@ def _dlx_no_dlrk(broker: Target, ch, dlrk: bool = False) -> tuple[str, str, str]
 
 @pytest.mark.parametrize("header", ["CC", "BCC"])
 def test_q18_q19_dead_letter_routing_key_header_cc_bcc(broker: Target, ch, header: str) -> None:
-    """Q18/Q19, DR-2: without a DLRK the CC/BCC keys are dead-letter routing keys too."""
+    """Without a DLRK the CC/BCC keys are dead-letter routing keys too (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_routing_key_header_CC``;
+    ``dead_lettering_SUITE:dead_letter_routing_key_header_BCC``; ``rabbit_dead_letter:publish/5``)."""
     q, dlq, _ = _dlx_no_dlrk(broker, ch)
     pub(ch, q, "m1")
     pub(ch, q, "m2", headers={header: [dlq]})
@@ -142,7 +149,8 @@ def test_q18_q19_dead_letter_routing_key_header_cc_bcc(broker: Target, ch, heade
 
 
 def test_q29_dead_letter_headers_bcc(broker: Target, ch) -> None:
-    """Q29, DM-2, XD-2: BCC never shows, and x-death ``routing-keys`` holds the key and CC keys but no BCC."""
+    """BCC never shows, and x-death ``routing-keys`` holds the key and CC keys but no BCC (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_BCC``; ``mc_amqpl:init`` (strips BCC); ``mc_amqpl:death_table/7``)."""
     q, dlq, _ = _dlx_no_dlrk(broker, ch)
     pub(ch, q, "m1", headers={"CC": ["cc 1", "cc 2"], "BCC": [dlq, "bcc 2"]})
     wait_ready(broker, ch, dlq, 1)
@@ -158,7 +166,8 @@ def test_q29_dead_letter_headers_bcc(broker: Target, ch) -> None:
 
 
 def test_q30_dead_letter_headers_cc(broker: Target, ch) -> None:
-    """Q30, DM-3: without a DLRK the dead-lettered copy keeps ``CC``."""
+    """Without a DLRK the dead-lettered copy keeps ``CC`` (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_CC``)."""
     q, dlq, _ = _dlx_no_dlrk(broker, ch)
     pub(ch, q, "m1", headers={"CC": [dlq]})
     wait_ready(broker, ch, dlq, 1)
@@ -172,7 +181,8 @@ def test_q30_dead_letter_headers_cc(broker: Target, ch) -> None:
 
 @pytest.mark.rabbitmq_version("3.12")
 def test_q31_cc_deleted_with_dlrk_before_313(broker: Target, ch) -> None:
-    """Q31, DM-3 (≤3.12): a DLRK deletes the ``CC`` header from the dead-lettered copy."""
+    """≤3.12: a DLRK deletes the ``CC`` header from the dead-lettered copy (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_CC_with_routing_key``)."""
     q, dlq, _ = _dlx_no_dlrk(broker, ch, dlrk=True)
     pub(ch, q, "m1", headers={"CC": [dlq]})
     wait_ready(broker, ch, dlq, 1)
@@ -186,7 +196,8 @@ def test_q31_cc_deleted_with_dlrk_before_313(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("3.13")
 def test_q31_cc_kept_with_dlrk_from_313(broker: Target, ch) -> None:
-    """Q31, DM-3 (MC): the ``CC`` header is kept even though the DLRK replaced the routing keys."""
+    """MC: the ``CC`` header is kept even though the DLRK replaced the routing keys (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_CC_with_routing_key``)."""
     q, dlq, _ = _dlx_no_dlrk(broker, ch, dlrk=True)
     pub(ch, q, "m1", headers={"CC": [dlq]})
     m, _, _ = get(ch, q)
@@ -235,7 +246,8 @@ def test_java_dead_letter_new_rk_mc(broker: Target, ch) -> None:
 
 
 def test_bcc_key_equal_to_dlrk_edge(broker: Target, ch) -> None:
-    """XD-4: after a DLRK dead-lettering, a later death records ``[DLRK]`` (CC keys are no longer keys)."""
+    """After a DLRK dead-lettering, a later death records ``[DLRK]`` (CC keys are no longer keys) (RabbitMQ:
+    ``mc:record_death``)."""
     q1, q2, q3 = broker.name("q1"), broker.name("q2"), broker.name("q3")
     declare(ch, q1, x_dead_letter_exchange="", x_dead_letter_routing_key=q2)
     declare(ch, q2, x_dead_letter_exchange="", x_dead_letter_routing_key=q3)

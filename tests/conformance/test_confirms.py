@@ -11,7 +11,7 @@ import pytest
 from pika import spec
 
 from tests.conformance.conftest import Target, pump
-from tests.conformance.rawamqp import RawAMQP
+from tests.rawamqp import RawAMQP
 
 
 def confirmed_tags(c: RawAMQP, upto: int) -> set[int]:

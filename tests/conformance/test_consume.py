@@ -12,7 +12,7 @@ import pytest
 from pika import spec
 
 from tests.conformance.conftest import Target, pump, settle
-from tests.conformance.rawamqp import RawAMQP
+from tests.rawamqp import RawAMQP
 
 
 def fill(ch: Any, q: str, n: int, prefix: str = "m") -> list[bytes]:
@@ -628,7 +628,7 @@ def test_stream_offset_on_a_classic_queue(broker: Target, conn: Any) -> None:
 def test_basic_credit_and_access_request(broker: Target) -> None:
     import struct
 
-    from tests.conformance.rawamqp import frame
+    from tests.rawamqp import frame
 
     c = RawAMQP.connect(broker.url)
     c.open_channel(1)

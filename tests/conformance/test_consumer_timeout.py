@@ -19,9 +19,9 @@ import pytest
 from pika import spec
 
 from tests.conformance.conftest import Target
-from tests.conformance.rawamqp import DEFAULT_CLIENT_PROPERTIES, Frame, RawAMQP
 from tests.conformance.ttlhelpers import anchored
 from tests.conformance.versions import for_versions
+from tests.rawamqp import DEFAULT_CLIENT_PROPERTIES, Frame, RawAMQP
 
 TIMED_OUT = (
     "PRECONDITION_FAILED - delivery acknowledgement on channel {ch} timed out. Timeout value used: {ms} ms. "

@@ -1,8 +1,8 @@
-"""When messages are dead-lettered and where they go (spec sections A, B; section Q scenarios 1-15, 34).
+"""When messages are dead-lettered and where they go (``rabbit_dead_letter``, ``rabbit_amqqueue_process``).
 
-Each test runs against fakerabbit and, with ``FAKERABBIT_REAL_URL``, a real RabbitMQ. Scenario numbers refer to
-the spec's port of ``dead_lettering_SUITE`` (section Q). Classic and quorum (at-most-once) queues are covered
-where the suite runs both.
+Each test runs against fakerabbit and, with ``FAKERABBIT_REAL_URL``, a real RabbitMQ. ``test_qNN_<case>`` ports
+case NN of RabbitMQ's ``deps/rabbit/test/dead_lettering_SUITE.erl`` (named in its docstring). Classic and quorum
+(at-most-once) queues are covered where the suite runs both.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from tests.conformance.dlhelpers import (
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q01_dead_letter_nack(broker: Target, ch, qtype: str) -> None:
-    """DL-1, Q1: nack without requeue dead-letters exactly the nacked message."""
+    """Nack without requeue dead-letters exactly the nacked message (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_nack``)."""
     q, dlq, _ = setup(broker, ch, qtype)
     for b in ("m1", "m2", "m3"):
         pub(ch, q, b)
@@ -50,7 +51,8 @@ def test_q01_dead_letter_nack(broker: Target, ch, qtype: str) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q02_dead_letter_multiple_nack(broker: Target, ch, qtype: str) -> None:
-    """DL-1, DL-2, Q2: nack(multiple) dead-letters every outstanding tag up to the given one, in tag order."""
+    """nack(multiple) dead-letters every outstanding tag up to the given one, in tag order (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_multiple_nack``)."""
     q, dlq, _ = setup(broker, ch, qtype)
     for b in ("m1", "m2", "m3"):
         pub(ch, q, b)
@@ -63,7 +65,8 @@ def test_q02_dead_letter_multiple_nack(broker: Target, ch, qtype: str) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q03_dead_letter_nack_requeue(broker: Target, ch, qtype: str) -> None:
-    """DL-1, Q3: nack with requeue does not dead-letter; the message is ready again."""
+    """Nack with requeue does not dead-letter; the message is ready again (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_nack_requeue``)."""
     q, dlq, _ = setup(broker, ch, qtype)
     for b in ("m1", "m2", "m3"):
         pub(ch, q, b)
@@ -79,7 +82,8 @@ def test_q03_dead_letter_nack_requeue(broker: Target, ch, qtype: str) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q04_dead_letter_nack_requeue_multiple(broker: Target, ch, qtype: str) -> None:
-    """DL-1, Q4: nack(multiple, requeue) puts all back, in order; nothing is dead-lettered."""
+    """nack(multiple, requeue) puts all back, in order; nothing is dead-lettered (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_nack_requeue_multiple``)."""
     q, dlq, _ = setup(broker, ch, qtype)
     for b in ("m1", "m2", "m3"):
         pub(ch, q, b)
@@ -93,7 +97,8 @@ def test_q04_dead_letter_nack_requeue_multiple(broker: Target, ch, qtype: str) -
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q05_dead_letter_reject(broker: Target, ch, qtype: str) -> None:
-    """DL-1, Q5: basic.reject without requeue dead-letters; the rest of the queue is untouched."""
+    """basic.reject without requeue dead-letters; the rest of the queue is untouched (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_reject``)."""
     q, dlq, _ = setup(broker, ch, qtype)
     for b in ("m1", "m2", "m3"):
         pub(ch, q, b)
@@ -106,7 +111,8 @@ def test_q05_dead_letter_reject(broker: Target, ch, qtype: str) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q07_dead_letter_reject_many(broker: Target, conn, qtype: str) -> None:
-    """Q7: 100 consumed and rejected messages reach the DLQ in publish order."""
+    """100 consumed and rejected messages reach the DLQ in publish order (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_reject_many``)."""
     ch = conn.channel()
     q, dlq, _ = setup(broker, ch, qtype)
     for i in range(1, 101):
@@ -127,7 +133,8 @@ def test_q07_dead_letter_reject_many(broker: Target, conn, qtype: str) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q08_dead_letter_reject_requeue(broker: Target, ch, qtype: str) -> None:
-    """Q8, POL-2: reject with requeue puts m1 back at the head (delivery-limit policy: harmless on classic)."""
+    """Reject with requeue puts m1 back at the head (delivery-limit policy: harmless on classic) (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_reject_requeue``; ``rabbit_queue_type:is_policy_applicable/2``)."""
     q, dlq, _ = setup(broker, ch, qtype)
     broker.set_policy(broker.name("pol"), anchored(q), {"delivery-limit": 50})
     for b in ("m1", "m2", "m3"):
@@ -142,7 +149,8 @@ def test_q08_dead_letter_reject_requeue(broker: Target, ch, qtype: str) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q09_dead_letter_max_length_drop_head(broker: Target, ch, qtype: str) -> None:
-    """DL-4, Q9: drop-head overflow dead-letters the oldest messages with reason maxlen."""
+    """drop-head overflow dead-letters the oldest messages with reason maxlen (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_max_length_drop_head``)."""
     q, dlq, _ = setup(broker, ch, qtype, {"x-max-length": 1})
     for b in ("m1", "m2", "m3"):
         pub(ch, q, b)
@@ -155,7 +163,8 @@ def test_q09_dead_letter_max_length_drop_head(broker: Target, ch, qtype: str) ->
 
 
 def test_q10_dead_letter_max_length_reject_publish_dlx(broker: Target, ch) -> None:
-    """DL-5, Q10: reject-publish-dlx keeps the queue and dead-letters each new message that does not fit."""
+    """reject-publish-dlx keeps the queue and dead-letters each new message that does not fit (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_max_length_reject_publish_dlx``)."""
     q, dlq, _ = setup(broker, ch, "classic", {"x-max-length": 1, "x-overflow": "reject-publish-dlx"})
     for b in ("m1", "m2", "m3"):
         pub(ch, q, b)
@@ -169,7 +178,8 @@ def test_q10_dead_letter_max_length_reject_publish_dlx(broker: Target, ch) -> No
 
 
 def test_reject_publish_dlx_nacks_the_publisher(broker: Target, ch) -> None:
-    """DL-5: with confirms on, a publish that reject-publish-dlx dead-letters is nacked (and still dead-lettered)."""
+    """With confirms on, a publish that reject-publish-dlx dead-letters is nacked (and still dead-lettered) (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_max_length_reject_publish_dlx``)."""
     q, dlq, _ = setup(broker, ch, "classic", {"x-max-length": 1, "x-overflow": "reject-publish-dlx"})
     ch.confirm_delivery()
     pub(ch, q, "m1")
@@ -182,7 +192,8 @@ def test_reject_publish_dlx_nacks_the_publisher(broker: Target, ch) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q11_dead_letter_reject_requeue_reject_norequeue(broker: Target, ch, qtype: str) -> None:
-    """Q11: a requeued then rejected message is dead-lettered once."""
+    """A requeued then rejected message is dead-lettered once (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_reject_requeue_reject_norequeue``)."""
     q, dlq, _ = setup(broker, ch, qtype)
     pub(ch, q, "m")
     method, _, _ = get(ch, q)
@@ -197,7 +208,8 @@ def test_q11_dead_letter_reject_requeue_reject_norequeue(broker: Target, ch, qty
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q12_nack_requeue_nack_norequeue_basic_get(broker: Target, ch, qtype: str) -> None:
-    """DL-2, Q12: multi-nack dead-letters in delivery-tag order (m3, m1, m2), not queue order."""
+    """multi-nack dead-letters in delivery-tag order (m3, m1, m2), not queue order (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_nack_requeue_nack_norequeue_basic_get``)."""
     q, dlq, _ = setup(broker, ch, qtype)
     broker.set_policy(broker.name("pol"), anchored(q), {"delivery-limit": 50})
     for b in ("m1", "m2", "m3"):
@@ -216,7 +228,8 @@ def test_q12_nack_requeue_nack_norequeue_basic_get(broker: Target, ch, qtype: st
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q13_nack_requeue_nack_norequeue_basic_consume(broker: Target, conn, qtype: str) -> None:
-    """DL-2, Q13: the same with consumers: the DLQ consumer receives m3, m1, m2."""
+    """The same with consumers: the DLQ consumer receives m3, m1, m2 (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_nack_requeue_nack_norequeue_basic_consume``)."""
     ch = conn.channel()
     q, dlq, _ = setup(broker, ch, qtype)
     broker.set_policy(broker.name("pol"), anchored(q), {"delivery-limit": 50})
@@ -242,7 +255,8 @@ def test_q13_nack_requeue_nack_norequeue_basic_consume(broker: Target, conn, qty
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q34_dead_letter_ttl(broker: Target, ch, qtype: str) -> None:
-    """DL-3, Q34: a message whose queue TTL ran out is dead-lettered with reason expired."""
+    """A message whose queue TTL ran out is dead-lettered with reason expired (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_ttl``)."""
     q, dlq, _ = setup(broker, ch, qtype, {"x-message-ttl": 1})
     pub(ch, q, "m1")
     broker.advance(0.05)
@@ -253,7 +267,8 @@ def test_q34_dead_letter_ttl(broker: Target, ch, qtype: str) -> None:
 
 
 def test_per_message_ttl_dead_letters_expired(broker: Target, ch) -> None:
-    """DL-3: a per-message ``expiration`` dead-letters with reason expired; messages without it stay."""
+    """A per-message ``expiration`` dead-letters with reason expired; messages without it stay (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_ttl``)."""
     q, dlq, _ = setup(broker, ch)
     pub(ch, q, "m1", expiration="20")
     pub(ch, q, "m2")
@@ -266,7 +281,8 @@ def test_per_message_ttl_dead_letters_expired(broker: Target, ch) -> None:
 
 
 def test_dl7_queue_delete_and_purge_do_not_dead_letter(broker: Target, ch) -> None:
-    """DL-7: deleting or purging a queue discards its messages; nothing is dead-lettered."""
+    """Deleting or purging a queue discards its messages; nothing is dead-lettered (RabbitMQ:
+    ``rabbit_amqqueue_process:handle_info/2`` (maybe_expire))."""
     q, dlq, _ = setup(broker, ch)
     pub(ch, q, "purged")
     ch.queue_purge(q)
@@ -277,7 +293,8 @@ def test_dl7_queue_delete_and_purge_do_not_dead_letter(broker: Target, ch) -> No
 
 
 def test_dl7_queue_expiry_does_not_dead_letter(broker: Target, ch) -> None:
-    """DL-7: an expiring queue (x-expires) takes its messages with it."""
+    """An expiring queue (x-expires) takes its messages with it (RabbitMQ: ``rabbit_amqqueue_process:handle_info/2``
+    (maybe_expire))."""
     q, dlq, _ = setup(broker, ch, extra={"x-expires": 100})
     pub(ch, q, "m")
     broker.advance(0.5)
@@ -294,7 +311,8 @@ def test_dl7_queue_expiry_does_not_dead_letter(broker: Target, ch) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_dl9_no_dlx_means_discarded(broker: Target, ch, qtype: str) -> None:
-    """DL-9: without a DLX a rejected, expired or dropped message is discarded and does not come back."""
+    """Without a DLX a rejected, expired or dropped message is discarded and does not come back (RabbitMQ:
+    ``rabbit_amqqueue_process:with_dlx/3``)."""
     q = broker.name("q")
     ch.confirm_delivery()  # a quorum queue applies the drop-head with the enqueue: confirmed, it is done
     declare(ch, q, qtype, x_max_length=2)
@@ -311,7 +329,8 @@ def test_dl9_no_dlx_means_discarded(broker: Target, ch, qtype: str) -> None:
 
 
 def test_dl8_reason_strings(broker: Target, ch) -> None:
-    """DL-8: the reasons are written exactly ``rejected``, ``expired``, ``maxlen``."""
+    """The reasons are written exactly ``rejected``, ``expired``, ``maxlen`` (RabbitMQ:
+    ``rabbit_dead_letter:reason()``)."""
     q, dlq, _ = setup(broker, ch, extra={"x-max-length": 1})
     pub(ch, q, "r")
     method, _, _ = get(ch, q)
@@ -334,7 +353,8 @@ def test_dl8_reason_strings(broker: Target, ch) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q14_dead_letter_missing_exchange(broker: Target, ch, qtype: str) -> None:
-    """DR-1, Q14: a missing DLX is no declare error; messages are silently dropped until it exists."""
+    """A missing DLX is no declare error; messages are silently dropped until it exists (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_missing_exchange``)."""
     dlx = broker.exchange("dlx-exchange-2")
     q, dlq = broker.name("q"), broker.name("dlq")
     ch.exchange_delete(dlx)
@@ -355,7 +375,8 @@ def test_q14_dead_letter_missing_exchange(broker: Target, ch, qtype: str) -> Non
 
 
 def test_dr1_dlx_deleted_later(broker: Target, ch) -> None:
-    """DR-1 (Java deadLetterDeletedDLX): deleting the DLX drops later dead letters; redeclaring restores them."""
+    """Java deadLetterDeletedDLX: deleting the DLX drops later dead letters; redeclaring restores them (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_missing_exchange``)."""
     q, dlq, dlx = setup(broker, ch)
     ch.exchange_delete(dlx)
     pub(ch, q, "lost")
@@ -374,7 +395,8 @@ def test_dr1_dlx_deleted_later(broker: Target, ch) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q15_dead_letter_routing_key(broker: Target, ch, qtype: str) -> None:
-    """DR-2, Q15: without a DLRK the message is dead-lettered with its original routing key."""
+    """Without a DLRK the message is dead-lettered with its original routing key (RabbitMQ:
+    ``rabbit_dead_letter:publish/5``; ``dead_lettering_SUITE:dead_letter_routing_key``)."""
     dlx = broker.exchange("dlx")
     q, dlq = broker.name("q"), broker.name("dlq")
     ch.exchange_declare(dlx, "direct")
@@ -396,7 +418,8 @@ def test_q15_dead_letter_routing_key(broker: Target, ch, qtype: str) -> None:
 
 @pytest.mark.parametrize("xtype", ["fanout", "topic"])
 def test_dr3_dlx_of_any_type(broker: Target, ch, xtype: str) -> None:
-    """DR-3: the DLX routes through its normal exchange logic (fanout ignores the key; topic matches it)."""
+    """The DLX routes through its normal exchange logic (fanout ignores the key; topic matches it) (RabbitMQ:
+    ``rabbit_exchange:route/3``)."""
     dlx = broker.exchange("dlx")
     q, dlq = broker.name("q"), broker.name("dlq")
     ch.exchange_declare(dlx, xtype)
@@ -412,7 +435,8 @@ def test_dr3_dlx_of_any_type(broker: Target, ch, xtype: str) -> None:
 
 
 def test_dr3_dlx_alternate_exchange_is_honoured(broker: Target, ch) -> None:
-    """DR-3: a dead letter the DLX cannot route goes to the DLX's alternate exchange."""
+    """A dead letter the DLX cannot route goes to the DLX's alternate exchange (RabbitMQ:
+    ``rabbit_exchange:route/3``)."""
     dlx, ae = broker.exchange("dlx"), broker.exchange("ae")
     q, caught = broker.name("q"), broker.name("caught")
     ch.exchange_declare(ae, "fanout")
@@ -430,7 +454,7 @@ def test_dr3_dlx_alternate_exchange_is_honoured(broker: Target, ch) -> None:
 
 
 def test_dr3_dlx_exchange_to_exchange_binding(broker: Target, ch) -> None:
-    """DR-3: exchange-to-exchange bindings of the DLX are followed."""
+    """exchange-to-exchange bindings of the DLX are followed (RabbitMQ: ``rabbit_exchange:route/3``)."""
     dlx, inner = broker.exchange("dlx"), broker.exchange("inner")
     q, dlq = broker.name("q"), broker.name("dlq")
     ch.exchange_declare(dlx, "direct")
@@ -448,7 +472,8 @@ def test_dr3_dlx_exchange_to_exchange_binding(broker: Target, ch) -> None:
 
 
 def test_dr3_default_exchange_as_dlx(broker: Target, ch) -> None:
-    """DR-3, DR-6: the default exchange "" can be the DLX; the delivery shows exchange "" and the DLRK."""
+    """The default exchange "" can be the DLX; the delivery shows exchange "" and the DLRK (RabbitMQ:
+    ``rabbit_exchange:route/3``; ``rabbit_channel:handle_deliver0``)."""
     q, dlq = broker.name("q"), broker.name("dlq")
     declare(ch, q, x_dead_letter_exchange="", x_dead_letter_routing_key=dlq)
     declare(ch, dlq)
@@ -463,7 +488,8 @@ def test_dr3_default_exchange_as_dlx(broker: Target, ch) -> None:
 
 
 def test_dr3_dr5_unroutable_dead_letter_is_dropped_without_return(broker: Target, conn) -> None:
-    """DR-3, DR-5: a dead letter that routes nowhere is dropped; no basic.return, no extra confirm."""
+    """A dead letter that routes nowhere is dropped; no basic.return, no extra confirm (RabbitMQ:
+    ``rabbit_exchange:route/3``; RabbitMQ's dlx.md (Safety))."""
     ch = conn.channel()
     returned: list[bytes] = []
     ch.add_on_return_callback(lambda c, m, p, b: returned.append(b))
@@ -483,7 +509,8 @@ def test_dr3_dr5_unroutable_dead_letter_is_dropped_without_return(broker: Target
 
 
 def test_dr6_delivery_fields_of_a_dead_lettered_message(broker: Target, ch) -> None:
-    """DR-6: exchange is the DLX, routing_key the DLRK, and redelivered is false even after a requeue."""
+    """Exchange is the DLX, routing_key the DLRK, and redelivered is false even after a requeue (RabbitMQ:
+    ``rabbit_channel:handle_deliver0``)."""
     q, dlq, dlx = setup(broker, ch)
     pub(ch, q, "m")
     method, _, _ = get(ch, q)
@@ -499,7 +526,8 @@ def test_dr6_delivery_fields_of_a_dead_lettered_message(broker: Target, ch) -> N
 
 
 def test_dr6_routing_key_without_dlrk_is_the_publish_key(broker: Target, ch) -> None:
-    """DR-2, DR-6: without a DLRK the delivery's routing key is the original publish key."""
+    """Without a DLRK the delivery's routing key is the original publish key (RabbitMQ:
+    ``rabbit_dead_letter:publish/5``; ``rabbit_channel:handle_deliver0``)."""
     src, dlx = broker.exchange("src"), broker.exchange("dlx")
     q, dlq = broker.name("q"), broker.name("dlq")
     ch.exchange_declare(src, "topic")
@@ -520,7 +548,8 @@ def test_dr6_routing_key_without_dlrk_is_the_publish_key(broker: Target, ch) -> 
 
 
 def test_dr9_dlrk_from_policy_without_dlx_does_nothing(broker: Target, ch) -> None:
-    """DR-9: a DLRK without any DLX leaves dead-lettering off (the message is discarded)."""
+    """A DLRK without any DLX leaves dead-lettering off (the message is discarded) (RabbitMQ:
+    ``rabbit_amqqueue_process:with_dlx/3``)."""
     q, other = broker.name("q"), broker.name("other")
     declare(ch, q)
     declare(ch, other)
@@ -533,7 +562,8 @@ def test_dr9_dlrk_from_policy_without_dlx_does_nothing(broker: Target, ch) -> No
 
 
 def test_dead_letter_to_several_queues(broker: Target, ch) -> None:
-    """DR-3: one dead-lettering is routed like a publish, so every bound queue gets a copy."""
+    """One dead-lettering is routed like a publish, so every bound queue gets a copy (RabbitMQ:
+    ``rabbit_exchange:route/3``)."""
     dlx = broker.exchange("dlx")
     q, d1, d2 = broker.name("q"), broker.name("d1"), broker.name("d2")
     ch.exchange_declare(dlx, "fanout")
@@ -595,8 +625,9 @@ def test_dead_lettering_switch_off(broker: Target) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Q39-Q42: the metric scenarios. The fake has no Prometheus counters (MI-1 is optional); its event log is the
-# equivalent: one ``dropped`` event per message, with the reason the counter would be labelled with.
+# dead_lettering_SUITE's metric_* cases. The fake has no Prometheus counters (rabbit_global_counters'
+# messages_dead_lettered_*_total); its event log is the equivalent: one ``dropped`` event per message, with the reason
+# the counter would be labelled with.
 
 
 def _dropped(broker: Target, reason: str) -> int:
@@ -605,7 +636,8 @@ def _dropped(broker: Target, reason: str) -> int:
 
 
 def test_q39_metric_maxlen(broker: Target, ch) -> None:
-    """Q39: max-length 1, drop-head, no DLX: 1000 publishes leave the last one; 999 dropped (maxlen)."""
+    """max-length 1, drop-head, no DLX: 1000 publishes leave the last one; 999 dropped (maxlen) (RabbitMQ:
+    ``dead_lettering_SUITE:metric_maxlen``)."""
     q = broker.name("q")
     declare(ch, q, x_max_length=1, x_overflow="drop-head")
     for i in range(1000):
@@ -617,7 +649,8 @@ def test_q39_metric_maxlen(broker: Target, ch) -> None:
 
 
 def test_q40_metric_rejected(broker: Target, conn) -> None:
-    """Q40: 1000 consumed and rejected messages without a DLX are all discarded (rejected)."""
+    """1000 consumed and rejected messages without a DLX are all discarded (rejected) (RabbitMQ:
+    ``dead_lettering_SUITE:metric_rejected``)."""
     ch = conn.channel()
     q = broker.name("q")
     declare(ch, q)
@@ -640,7 +673,8 @@ def test_q40_metric_rejected(broker: Target, conn) -> None:
 
 @pytest.mark.parametrize("how", ["queue-ttl", "per-message-ttl"])
 def test_q41_q42_metric_expired(broker: Target, ch, how: str) -> None:
-    """Q41/Q42: TTL 0 (queue or per message), no consumer, no DLX: 1000 publishes all expire at once."""
+    """TTL 0 (queue or per message), no consumer, no DLX: 1000 publishes all expire at once (RabbitMQ:
+    ``dead_lettering_SUITE:metric_expired_queue_msg_ttl``; ``dead_lettering_SUITE:metric_expired_per_msg_msg_ttl``)."""
     q = broker.name("q")
     declare(ch, q, x_message_ttl=0 if how == "queue-ttl" else None)
     for i in range(1000):

@@ -1,4 +1,5 @@
-"""Dead-letter cycle detection (spec section F; section Q scenarios 6, 20-22; Java deadLetterTwice/Self/Cycle)."""
+"""Dead-letter cycle detection (``rabbit_dead_letter:detect_cycles/3``; ``dead_lettering_SUITE`` cycle cases; Java
+client ``DeadLetterExchange.deadLetterTwice/Self/Cycle``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from tests.conformance.dlhelpers import QUEUE_TYPES, declare, drain, get, pub, q
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q20_cycle_max_length(broker: Target, ch, qtype: str) -> None:
-    """Q20, CY-2: a message dropped by max-length back into its own queue is a cycle: dropped."""
+    """A message dropped by max-length back into its own queue is a cycle: dropped (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_routing_key_cycle_max_length``; ``rabbit_dead_letter:detect_cycles/3``)."""
     q = broker.name("q")
     declare(ch, q, qtype, x_max_length=1, x_dead_letter_exchange="")
     pub(ch, q, "m1")
@@ -28,7 +30,8 @@ def test_q20_cycle_max_length(broker: Target, ch, qtype: str) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q21_cycle_ttl(broker: Target, ch, qtype: str) -> None:
-    """Q21, CY-2: a message expiring back into its own queue is dropped; the queue ends up empty."""
+    """A message expiring back into its own queue is dropped; the queue ends up empty (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_routing_key_cycle_ttl``; ``rabbit_dead_letter:detect_cycles/3``)."""
     q = broker.name("q")
     declare(ch, q, qtype, x_message_ttl=1, x_dead_letter_exchange="")
     pub(ch, q, "m1")
@@ -42,7 +45,8 @@ def test_q21_cycle_ttl(broker: Target, ch, qtype: str) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q22_cycle_with_reject(broker: Target, ch, qtype: str) -> None:
-    """Q22, CY-1: reason ``rejected`` is never a cycle: the message comes back every time, count grows."""
+    """Reason ``rejected`` is never a cycle: the message comes back every time, count grows (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_routing_key_cycle_with_reject``; ``rabbit_dead_letter:detect_cycles/3``)."""
     q = broker.name("q")
     declare(ch, q, qtype, x_dead_letter_exchange="")
     pub(ch, q, "m")
@@ -78,8 +82,9 @@ def _lap(broker: Target, ch, b: str) -> list[tuple[str, str, int]]:
 @pytest.mark.rabbitmq_version("4.0")
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q06_reject_expire_expire(broker: Target, ch, qtype: str) -> None:
-    """Q6, CY-2 (MC, 3.13.3+): b (reject) -> a2 (TTL) -> a3 (TTL) -> b keeps cycling: each lap has a rejected
-    death, so b is never a cycle."""
+    """MC, 3.13.3+: b (reject) -> a2 (TTL) -> a3 (TTL) -> b keeps cycling: each lap has a rejected death, so b is never
+    a cycle (RabbitMQ: ``dead_lettering_SUITE:dead_letter_reject_expire_expire``;
+    ``rabbit_dead_letter:detect_cycles/3``)."""
     b, a2, a3 = _q06_topology(broker, ch, qtype)
     assert _lap(broker, ch, b) == []
     assert ready(ch, b) == 1
@@ -93,7 +98,8 @@ def test_q06_reject_expire_expire(broker: Target, ch, qtype: str) -> None:
 @pytest.mark.rabbitmq_version("3.12")
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q06_legacy_drops_on_the_second_lap(broker: Target, ch, qtype: str) -> None:
-    """Q6 on ≤3.12 (seen on the live 3.10.8; the spec describes 3.13.3+): LEGACY re-groups ``x-death`` in
+    """``dead_letter_reject_expire_expire`` on ≤3.12 (seen on the live 3.10.8; the test above is 3.13.3+): LEGACY
+    re-groups ``x-death`` in
     reverse order at each death, so on the second lap a2's entry sits right before a3's with no ``rejected``
     between them, and the copy for a3 is dropped as a cycle."""
     b, a2, a3 = _q06_topology(broker, ch, qtype)
@@ -104,7 +110,8 @@ def test_q06_legacy_drops_on_the_second_lap(broker: Target, ch, qtype: str) -> N
 
 
 def test_cy1_two_queue_expiry_loop_is_dropped(broker: Target, ch) -> None:
-    """CY-1 (Java deadLetterCycle): q1 -TTL-> q2 -TTL-> q1 is fully automatic: dropped on the way back."""
+    """Java deadLetterCycle: q1 -TTL-> q2 -TTL-> q1 is fully automatic: dropped on the way back (RabbitMQ:
+    ``rabbit_dead_letter:detect_cycles/3``)."""
     q1, q2 = broker.name("q1"), broker.name("q2")
     declare(ch, q1, x_dead_letter_exchange="", x_dead_letter_routing_key=q2, x_message_ttl=10)
     declare(ch, q2, x_dead_letter_exchange="", x_dead_letter_routing_key=q1, x_message_ttl=10)
@@ -116,7 +123,8 @@ def test_cy1_two_queue_expiry_loop_is_dropped(broker: Target, ch) -> None:
 
 
 def test_java_dead_letter_self(broker: Target, ch) -> None:
-    """CY-1 (Java deadLetterSelf): a TTL queue that dead-letters to itself through a direct DLX loses them all."""
+    """Java deadLetterSelf: a TTL queue that dead-letters to itself through a direct DLX loses them all (RabbitMQ:
+    ``rabbit_dead_letter:detect_cycles/3``)."""
     dlx = broker.exchange("dlx")
     q = broker.name("q")
     ch.exchange_declare(dlx, "direct")
@@ -130,7 +138,8 @@ def test_java_dead_letter_self(broker: Target, ch) -> None:
 
 
 def test_java_dead_letter_twice(broker: Target, ch) -> None:
-    """CY-1 per target (Java deadLetterTwice): DLQ2 gets each message twice (from Q, then from DLQ); the
+    """Cycles are per target (Java deadLetterTwice; ``rabbit_dead_letter:detect_cycles/3``): DLQ2 gets each message
+    twice (from Q, then from DLQ); the
     DLQ -> DLQ loop is dropped."""
     dlx = broker.exchange("dlx")
     q, dlq, dlq2 = broker.name("q"), broker.name("dlq"), broker.name("dlq2")
@@ -158,7 +167,8 @@ def test_java_dead_letter_twice(broker: Target, ch) -> None:
 
 
 def test_cy1_rejected_anywhere_in_the_loop_is_no_cycle(broker: Target, ch) -> None:
-    """CY-1: q1 -TTL-> q2 (consumer rejects) -> q1: the reject in between keeps it alive."""
+    """q1 -TTL-> q2 (consumer rejects) -> q1: the reject in between keeps it alive (RabbitMQ:
+    ``rabbit_dead_letter:detect_cycles/3``)."""
     q1, q2 = broker.name("q1"), broker.name("q2")
     declare(ch, q1, x_dead_letter_exchange="", x_dead_letter_routing_key=q2, x_message_ttl=10)
     declare(ch, q2, x_dead_letter_exchange="", x_dead_letter_routing_key=q1)

@@ -124,8 +124,10 @@ def test_configure_is_checked_before_the_dlx(broker: Target, limited: LimitedUse
 
 
 def test_dlx_type_error_versus_permissions(broker: Target, limited: LimitedUser) -> None:
-    """N-1, N-2: configure is checked before the DLX type (live 3.10.8; the spec lists the type check first);
-    with configure granted, the wrong type is a 406 before any DLX permission check."""
+    """Configure is checked before the DLX type (live 3.10.8; RabbitMQ's source reads as if the type came first); with
+    configure
+    granted, the wrong type is a 406 before any DLX permission check (RabbitMQ:
+    ``rabbit_amqqueue:check_declare_arguments/3``; ``rabbit_channel`` (rabbit_misc:r_arg))."""
     q = f"{limited.user}-q"
     limited.set("^nothing$", "^nothing$", "^nothing$")
     err = _declare(limited.url, q, {"x-dead-letter-exchange": 5})

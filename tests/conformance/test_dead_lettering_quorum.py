@@ -1,4 +1,4 @@
-"""Quorum-queue dead-lettering at-most-once: the delivery limit (DL-6); at-least-once is in its own file."""
+"""Quorum-queue dead-lettering at-most-once: the delivery limit (``rabbit_fifo``); at-least-once is in its own file."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from tests.conformance.dlhelpers import get, pub, ready, setup, wait_ready
 
 
 def test_dl6_delivery_limit_dead_letters(broker: Target, ch) -> None:
-    """DL-6, DL-8: a quorum message returned more often than ``x-delivery-limit`` dies with ``delivery_limit``."""
+    """A quorum message returned more often than ``x-delivery-limit`` dies with ``delivery_limit`` (RabbitMQ:
+    ``rabbit_fifo:return_one``; ``rabbit_dead_letter:reason()``)."""
     q, dlq, dlx = setup(broker, ch, "quorum", {"x-delivery-limit": 1})
     pub(ch, q, "m")
     for _ in range(2):
@@ -28,7 +29,7 @@ def test_dl6_delivery_limit_dead_letters(broker: Target, ch) -> None:
 
 
 def test_dl6_delivery_limit_zero_dead_letters_on_first_return(broker: Target, ch) -> None:
-    """DLIM-3, DL-6: with limit 0 the first return dead-letters."""
+    """With limit 0 the first return dead-letters (RabbitMQ: ``rabbit_fifo:return_one``)."""
     q, dlq, _ = setup(broker, ch, "quorum", {"x-delivery-limit": 0})
     pub(ch, q, "m")
     method, _, _ = get(ch, q)
@@ -39,7 +40,8 @@ def test_dl6_delivery_limit_zero_dead_letters_on_first_return(broker: Target, ch
 
 
 def test_dl6_channel_close_counts_as_a_return(broker: Target, conn) -> None:
-    """DLIM-3: unacked messages of a closed channel count as returns towards the limit."""
+    """Unacked messages of a closed channel count as returns towards the limit (RabbitMQ:
+    ``rabbit_fifo:return_one``)."""
     ch = conn.channel()
     q, dlq, _ = setup(broker, ch, "quorum", {"x-delivery-limit": 0})
     pub(ch, q, "m")

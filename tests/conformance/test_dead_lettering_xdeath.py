@@ -1,6 +1,7 @@
-"""What dead-lettering does to the message: ``x-death``, ``x-first/last-death-*``, properties (spec C, D, E, G).
+"""What dead-lettering does to the message: ``x-death``, ``x-first/last-death-*``, properties (``mc:record_death``,
+``mc_amqpl:deaths_to_headers``; ``rabbit_dead_letter`` before 3.13).
 
-Wire types and key order are read with :mod:`tests.conformance.rawclient` (pika hides them). The local RabbitMQ
+Wire types and key order are read with :mod:`tests.rawamqp` (pika hides them). The local RabbitMQ
 is 3.10, so the LEGACY layout is compared on both brokers with the fake on the "3.12" profile; the MC layout
 (3.13+) and the 4.x rules are asserted on the fake only, under their version marker.
 """
@@ -30,16 +31,17 @@ from tests.conformance.dlhelpers import (
     wait_ready,
     x_death_tables,
 )
-from tests.conformance.rawclient import RawClient, field_types
+from tests.rawamqp import RawAMQP, field_types
 
 S = "S"
 
 # ---------------------------------------------------------------------------------------------------------
-# XD-1, XD-2: shape, fields and wire types
+# shape, fields and wire types (RabbitMQ: mc_amqpl:deaths_to_headers; mc_amqpl:death_table/7)
 
 
 def test_q26_dead_letter_headers(broker: Target, ch) -> None:
-    """Q26, XD-2, XF-1: one x-death entry with exact values and types, plus the x-first-death headers."""
+    """One x-death entry with exact values and types, plus the x-first-death headers (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers``; ``mc_amqpl:death_table/7``)."""
     q, dlq, _ = setup(broker, ch)
     before = now_s(broker)
     pub(ch, q, "m1")
@@ -64,7 +66,8 @@ def test_q26_dead_letter_headers(broker: Target, ch) -> None:
 
 
 def test_q26_dead_letter_headers_as_pika_sees_them(broker: Target, ch) -> None:
-    """Q26: the same through pika: a list of one dict, ``time`` a datetime, ``count`` an int."""
+    """The same through pika: a list of one dict, ``time`` a datetime, ``count`` an int (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers``)."""
     q, dlq, _ = setup(broker, ch)
     pub(ch, q, "m1")
     method, _, _ = get(ch, q)
@@ -85,12 +88,13 @@ def test_q26_dead_letter_headers_as_pika_sees_them(broker: Target, ch) -> None:
 
 @pytest.mark.rabbitmq_version("3.12")
 def test_legacy_wire_layout_first_and_second_death(broker: Target, ch) -> None:
-    """XD-1, XD-2, DM-3, DM-5 (≤3.12, checked on 3.10.8): exact header and x-death layout over two deaths.
+    """≤3.12, checked on 3.10.8: exact header and x-death layout over two deaths.
 
-    First death: headers sorted by key, ``CC`` deleted by the DLRK, the entry in publish-time order
-    ``count, reason, queue, time, exchange, routing-keys, original-expiration``. Second death (another queue):
-    the new entry comes first with its keys **sorted**; the old entry is untouched.
-    """
+    First death: headers sorted by key, ``CC`` deleted by the DLRK, the entry in publish-time order ``count, reason,
+    queue, time, exchange, routing-keys, original-expiration``. Second death (another queue): the new entry comes first
+    with its keys **sorted**; the old entry is untouched. (RabbitMQ: ``mc_amqpl:deaths_to_headers``;
+    ``mc_amqpl:death_table/7``; ``dead_lettering_SUITE:dead_letter_headers_CC_with_routing_key``;
+    ``mc_amqpl:protocol_state``)"""
     q, d1, d2 = broker.name("q"), broker.name("d1"), broker.name("d2")
     declare(ch, q, x_dead_letter_exchange="", x_dead_letter_routing_key=d1)
     declare(ch, d1, x_dead_letter_exchange="", x_dead_letter_routing_key=d2)
@@ -119,8 +123,8 @@ def test_legacy_wire_layout_first_and_second_death(broker: Target, ch) -> None:
     ]
     assert [untimed(t) for t in x_death_tables(first)] == [entry_q]
     assert first.props.expiration is None and first.props.content_type == "text/plain"
-    with RawClient(broker.url) as raw:
-        raw.publish("", d1, first.props, first.body)  # back into d1 unchanged, then reject it there
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", d1, first.body, first.props)  # back into d1 unchanged, then reject it there
         raw.sync()
     method, _, _ = get(ch, d1)
     ch.basic_nack(method.delivery_tag, requeue=False)
@@ -140,7 +144,8 @@ def test_legacy_wire_layout_first_and_second_death(broker: Target, ch) -> None:
 
 @pytest.mark.rabbitmq_version("3.12")
 def test_legacy_repeat_death_sorts_and_counts(broker: Target, ch) -> None:
-    """XD-3 (≤3.12): a second death for the same (queue, reason) bumps ``count`` and re-sorts the entry."""
+    """≤3.12: a second death for the same (queue, reason) bumps ``count`` and re-sorts the entry (RabbitMQ:
+    ``mc:record_death``)."""
     q = broker.name("q")
     declare(ch, q, x_dead_letter_exchange="")
     pub(ch, q, "m", expiration="60000")
@@ -165,8 +170,10 @@ def test_legacy_repeat_death_sorts_and_counts(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("3.13")
 def test_mc_wire_layout(broker: Target, ch) -> None:
-    """XD-2, DM-3, DM-5, XF-2, XF-3 (MC, ≥3.13): ``original-expiration`` first, headers sorted, CC kept with a
-    DLRK, ``x-last-death-*`` present: x-death, the six death headers and the original headers except BCC."""
+    """MC, ≥3.13: ``original-expiration`` first, headers sorted, CC kept with a DLRK, ``x-last-death-*`` present:
+    x-death, the six death headers and the original headers except BCC (RabbitMQ: ``mc_amqpl:death_table/7``;
+    ``dead_lettering_SUITE:dead_letter_headers_CC_with_routing_key``; ``mc_amqpl:protocol_state``; ``mc:record_death``;
+    ``mc_amqpl:deaths_to_headers``)."""
     q, d1, d2 = broker.name("q"), broker.name("d1"), broker.name("d2")
     declare(ch, q, x_dead_letter_exchange="", x_dead_letter_routing_key=d1)
     declare(ch, d1, x_dead_letter_exchange="", x_dead_letter_routing_key=d2)
@@ -218,7 +225,7 @@ def test_mc_wire_layout(broker: Target, ch) -> None:
 
 @pytest.mark.rabbitmq_version("3.12")
 def test_xf2_no_last_death_headers_before_313(broker: Target, ch) -> None:
-    """XF-2: ``x-last-death-*`` does not exist before 3.13."""
+    """``x-last-death-*`` does not exist before 3.13 (RabbitMQ: ``mc:record_death``)."""
     q, dlq, _ = setup(broker, ch)
     pub(ch, q, "m")
     method, _, _ = get(ch, q)
@@ -230,13 +237,14 @@ def test_xf2_no_last_death_headers_before_313(broker: Target, ch) -> None:
 
 
 def test_xd2_routing_keys_keep_duplicates_and_cc_but_not_bcc(broker: Target, ch) -> None:
-    """XD-2: ``routing-keys`` is the publish key plus CC keys, duplicates kept, BCC keys left out."""
+    """``routing-keys`` is the publish key plus CC keys, duplicates kept, BCC keys left out (RabbitMQ:
+    ``mc_amqpl:death_table/7``)."""
     q, dlq, dlx = setup(broker, ch)
     ch.queue_unbind(dlq, dlx, routing_key=dlq)
     declare(ch, q + "-other")
     pub(ch, q, "m", headers={"CC": [q, "nowhere"], "BCC": [q + "-other"]})
     wait_ready(broker, ch, q + "-other", 1)
-    assert ready(ch, q) == 1  # one copy per queue (SS-3)
+    assert ready(ch, q) == 1  # one copy per queue (RabbitMQ: Java CcRoutes.noDuplicates)
     ch.queue_bind(dlq, dlx, routing_key=dlq)
     method, _, _ = get(ch, q)
     ch.basic_reject(method.delivery_tag, requeue=False)
@@ -246,7 +254,8 @@ def test_xd2_routing_keys_keep_duplicates_and_cc_but_not_bcc(broker: Target, ch)
 
 
 def test_q16_headers_appended_for_each_event(broker: Target, ch) -> None:
-    """Q16, XD-1: each dead-lettering from a new queue adds an entry, the most recent first."""
+    """Each dead-lettering from a new queue adds an entry, the most recent first (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_should_be_appended_for_each_event``; ``mc_amqpl:deaths_to_headers``)."""
     q, d1, d2 = broker.name("q"), broker.name("d1"), broker.name("d2")
     declare(ch, q, x_dead_letter_exchange="", x_dead_letter_routing_key=d1)
     declare(ch, d1, x_dead_letter_exchange="", x_dead_letter_routing_key=d2)
@@ -280,7 +289,8 @@ def _reject_round(broker: Target, ch, queues: list[str], steps: int) -> list[lis
 
 @pytest.mark.rabbitmq_version("3.12")
 def test_xd1_legacy_older_entries_flip_order(broker: Target, ch) -> None:
-    """XD-1 on ≤3.12 (live 3.10.8): the newest entry is first, but the older entries are reversed at every
+    """≤3.12 (live 3.10.8, ``rabbit_dead_letter:update_x_death_header``): the newest entry is first, but the older
+    entries are reversed at every
     death once there are two or more of them (``group_by_queue_and_reason``)."""
     a, b, c = broker.name("a"), broker.name("b"), broker.name("c")
     seen = _reject_round(broker, ch, [a, b, c], 6)
@@ -297,7 +307,7 @@ def test_xd1_legacy_older_entries_flip_order(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("4.0")
 def test_xd1_mc_entries_ordered_by_recency(broker: Target, ch) -> None:
-    """XD-1 (MC): entries are strictly most-recent-first."""
+    """MC: entries are strictly most-recent-first (RabbitMQ: ``mc_amqpl:deaths_to_headers``)."""
     a, b, c = broker.name("a"), broker.name("b"), broker.name("c")
     seen = _reject_round(broker, ch, [a, b, c], 6)
     assert seen == [
@@ -311,7 +321,8 @@ def test_xd1_mc_entries_ordered_by_recency(broker: Target, ch) -> None:
 
 
 def test_q28_headers_cycle_count_grows(broker: Target, ch) -> None:
-    """Q28, XD-3: dying again in the same queue for the same reason bumps ``count``; still one entry."""
+    """Dying again in the same queue for the same reason bumps ``count``; still one entry (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_cycle``; ``mc:record_death``)."""
     q = broker.name("q")
     declare(ch, q, x_dead_letter_exchange="")
     pub(ch, q, "m")
@@ -329,8 +340,8 @@ def test_q28_headers_cycle_count_grows(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.parametrize("version", ["3.12", "4.0"])
 def test_xd3_time_exchange_keys_keep_first_death_values(version: str) -> None:
-    """XD-3: a repeat death bumps ``count``; ``time``, ``exchange`` and ``routing-keys`` keep first-death values
-    (even though the copy now travels with exchange "" and the DLRK)."""
+    """A repeat death bumps ``count``; ``time``, ``exchange`` and ``routing-keys`` keep first-death values
+    (even though the copy now travels with exchange "" and the DLRK) (RabbitMQ: ``mc:record_death``)."""
     from fakerabbit import FakeRabbit
 
     with FakeRabbit(rabbitmq_version=version) as rabbit:
@@ -355,7 +366,8 @@ def test_xd3_time_exchange_keys_keep_first_death_values(version: str) -> None:
 
 
 def test_q32_first_death_headers_never_change(broker: Target, ch) -> None:
-    """Q32, XF-1: ``x-first-death-*`` stay as set by the first death."""
+    """``x-first-death-*`` stay as set by the first death (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_first_death``)."""
     dlx = broker.exchange("dlx")
     q, dlq = broker.name("q"), broker.name("dlq")
     ch.exchange_declare(dlx, "direct")
@@ -377,7 +389,8 @@ def test_q32_first_death_headers_never_change(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("3.13")
 def test_q32_last_death_headers_follow_the_latest_death(broker: Target, ch) -> None:
-    """Q32, XF-2 (MC): ``x-last-death-*`` are overwritten by every death."""
+    """MC: ``x-last-death-*`` are overwritten by every death (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_first_death``; ``mc:record_death``)."""
     dlx = broker.exchange("dlx")
     q, dlq = broker.name("q"), broker.name("dlq")
     ch.exchange_declare(dlx, "direct")
@@ -396,7 +409,8 @@ def test_q32_last_death_headers_follow_the_latest_death(broker: Target, ch) -> N
 
 
 def test_q33_headers_exchange_dlx_routes_on_death_headers(broker: Target, ch) -> None:
-    """Q33, DR-4: a headers-exchange DLX matches ``x-first-death-*`` with ``all-with-x`` / ``any-with-x``."""
+    """A headers-exchange DLX matches ``x-first-death-*`` with ``all-with-x`` / ``any-with-x`` (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_first_death_route``)."""
     dlx = broker.exchange("dlx")
     q1, q2 = broker.name("q1"), broker.name("q2")
     exp, rej = broker.name("dlq-expired"), broker.name("dlq-rejected")
@@ -424,7 +438,8 @@ def test_q33_headers_exchange_dlx_routes_on_death_headers(broker: Target, ch) ->
 
 
 def test_dr4_plain_all_ignores_x_headers(broker: Target, ch) -> None:
-    """DR-4: a plain ``x-match: all`` binding ignores ``x-`` keys, so it matches on the other keys only."""
+    """A plain ``x-match: all`` binding ignores ``x-`` keys, so it matches on the other keys only (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_first_death_route``)."""
     dlx = broker.exchange("dlx")
     q, dlq = broker.name("q"), broker.name("dlq")
     ch.exchange_declare(dlx, "headers")
@@ -443,7 +458,9 @@ def test_dr4_plain_all_ignores_x_headers(broker: Target, ch) -> None:
 
 
 def test_q35_queue_ttl_has_no_original_expiration(broker: Target, ch) -> None:
-    """Q35, DM-1: a queue TTL never produces ``original-expiration``."""
+    """A queue TTL never produces ``original-expiration`` (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_reason_expired``; ``rabbit_dead_letter:publish/5``;
+    ``mc:set_ttl(undefined)``)."""
     q, dlq, _ = setup(broker, ch, extra={"x-message-ttl": 1})
     pub(ch, q, "m1")
     broker.advance(0.05)
@@ -452,7 +469,9 @@ def test_q35_queue_ttl_has_no_original_expiration(broker: Target, ch) -> None:
 
 
 def test_q36_per_message_expiry_records_original_expiration(broker: Target, ch) -> None:
-    """Q36, DM-1: per-message TTL: reason expired, ``original-expiration`` "1", no ``expiration`` any more."""
+    """per-message TTL: reason expired, ``original-expiration`` "1", no ``expiration`` any more (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_reason_expired_per_message``; ``rabbit_dead_letter:publish/5``;
+    ``mc:set_ttl(undefined)``)."""
     q, dlq, _ = setup(broker, ch)
     pub(ch, q, "m1", expiration="1")
     pub(ch, q, "m2")
@@ -466,8 +485,8 @@ def test_q36_per_message_expiry_records_original_expiration(broker: Target, ch) 
 
 
 def test_dm1_expiration_removed_for_every_reason(broker: Target, ch) -> None:
-    """DM-1: a rejected message with an ``expiration`` loses it and records ``original-expiration``; the copy
-    does not expire again because of its old TTL."""
+    """A rejected message with an ``expiration`` loses it and records ``original-expiration``; the copy does not expire
+    again because of its old TTL (RabbitMQ: ``rabbit_dead_letter:publish/5``; ``mc:set_ttl(undefined)``)."""
     q, dlq, _ = setup(broker, ch)
     pub(ch, q, "m", expiration="300")
     method, _, _ = get(ch, q)
@@ -482,7 +501,8 @@ def test_dm1_expiration_removed_for_every_reason(broker: Target, ch) -> None:
 
 
 def test_dm1_dead_letter_is_subject_to_the_target_queue_ttl(broker: Target, ch) -> None:
-    """DM-1: the copy still expires by the target queue's own ``x-message-ttl`` (and dies there again)."""
+    """The copy still expires by the target queue's own ``x-message-ttl`` (and dies there again) (RabbitMQ:
+    ``rabbit_dead_letter:publish/5``; ``mc:set_ttl(undefined)``)."""
     q, d1, d2 = broker.name("q"), broker.name("d1"), broker.name("d2")
     declare(ch, q, x_dead_letter_exchange="", x_dead_letter_routing_key=d1)
     declare(ch, d1, x_message_ttl=50, x_dead_letter_exchange="", x_dead_letter_routing_key=d2)
@@ -501,7 +521,8 @@ def test_dm1_dead_letter_is_subject_to_the_target_queue_ttl(broker: Target, ch) 
 
 @pytest.mark.rabbitmq_version("3.12")
 def test_dm1_legacy_original_expiration_is_the_raw_string(broker: Target, ch) -> None:
-    """DM-1 (≤3.12): ``original-expiration`` copies the property as published ("007")."""
+    """≤3.12: ``original-expiration`` copies the property as published ("007") (RabbitMQ:
+    ``rabbit_dead_letter:publish/5``; ``mc:set_ttl(undefined)``)."""
     q, dlq, _ = setup(broker, ch)
     pub(ch, q, "m", expiration="007")
     method, props, _ = get(ch, q)
@@ -514,7 +535,8 @@ def test_dm1_legacy_original_expiration_is_the_raw_string(broker: Target, ch) ->
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("3.13")
 def test_dm1_mc_normalises_expiration(broker: Target, ch) -> None:
-    """DM-1 (MC): "007" is delivered as "7" and recorded as ``original-expiration`` "7"; "+10" as "10"."""
+    """MC: "007" is delivered as "7" and recorded as ``original-expiration`` "7"; "+10" as "10" (RabbitMQ:
+    ``rabbit_dead_letter:publish/5``; ``mc:set_ttl(undefined)``)."""
     q, dlq, _ = setup(broker, ch)
     pub(ch, q, "a", expiration="007")
     pub(ch, q, "b", expiration="+10000")
@@ -529,7 +551,7 @@ def test_dm1_mc_normalises_expiration(broker: Target, ch) -> None:
 
 
 def test_dm4_other_properties_unchanged(broker: Target, ch) -> None:
-    """DM-4: body and every other property survive dead-lettering."""
+    """Body and every other property survive dead-lettering (RabbitMQ: ``rabbit_dead_letter:publish/5``)."""
     q, dlq, _ = setup(broker, ch)
     props = pika.BasicProperties(
         content_type="application/json",
@@ -570,7 +592,8 @@ def test_dm4_other_properties_unchanged(broker: Target, ch) -> None:
 
 @pytest.mark.rabbitmq_version("3.12")
 def test_dm5_legacy_dead_letter_headers_are_sorted(broker: Target, ch) -> None:
-    """DM-5 (≤3.12 too, seen on 3.10.8): dead-lettering re-sorts the headers table by key."""
+    """≤3.12 too, seen on 3.10.8: dead-lettering re-sorts the headers table by key (RabbitMQ:
+    ``mc_amqpl:protocol_state``)."""
     q, dlq, _ = setup(broker, ch)
     pub(ch, q, "m", headers={"zeta": 1, "Alpha": 2, "mid": "x"})
     method, _, _ = get(ch, q)
@@ -598,8 +621,8 @@ def test_client_headers_untouched_without_dead_lettering(broker: Target, ch) -> 
     declare(ch, q)
     table = table_from_python({"zeta": 1, "Alpha": "x"})
     table["big"] = ("l", 5)
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, build_properties(headers=table), b"m")
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, b"m", build_properties(headers=table))
         raw.sync()
     msg = raw_get(broker, q)
     if broker.at_least("3.13"):
@@ -624,13 +647,14 @@ def _republish_setup(broker: Target, ch) -> tuple[str, str]:
 
 @pytest.mark.rabbitmq_version("3.12")
 def test_xr3_legacy_client_x_death_is_edited_in_place(broker: Target, ch) -> None:
-    """XR-3 (≤3.12): a republished ``x-death`` is extended: new entry first, old entries and first-death kept."""
+    """≤3.12: a republished ``x-death`` is extended: new entry first, old entries and first-death kept (RabbitMQ:
+    ``rabbit_dead_letter:update_x_death_header`` (3.12))."""
     q, d = _republish_setup(broker, ch)
     dead = raw_get(broker, d)
     ch.queue_delete(q)
     declare(ch, q, x_dead_letter_exchange="", x_dead_letter_routing_key=d, x_message_ttl=1)
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, dead.props, dead.body)
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, dead.body, dead.props)
         raw.sync()
     broker.advance(0.05)
     msg = raw_get(broker, d)
@@ -644,8 +668,8 @@ def test_xr3_legacy_client_x_death_is_edited_in_place(broker: Target, ch) -> Non
 
 @pytest.mark.rabbitmq_version("3.12")
 def test_xr3_legacy_non_array_x_death_is_reset(broker: Target, ch) -> None:
-    """XR-3 (≤3.12): an ``x-death`` that is not an array is replaced by a fresh one-entry array; no
-    ``x-first-death-*`` headers are added in that case."""
+    """≤3.12: an ``x-death`` that is not an array is replaced by a fresh one-entry array; no ``x-first-death-*`` headers
+    are added in that case (RabbitMQ: ``rabbit_dead_letter:update_x_death_header`` (3.12))."""
     q, d = broker.name("q"), broker.name("d")
     declare(ch, q, x_dead_letter_exchange="", x_dead_letter_routing_key=d)
     declare(ch, d)
@@ -668,11 +692,12 @@ def test_xr3_legacy_non_array_x_death_is_reset(broker: Target, ch) -> None:
 
 @pytest.mark.rabbitmq_version("3.12")
 def test_xr3_legacy_republished_repeat_increments(broker: Target, ch) -> None:
-    """XR-3 (≤3.12): republishing a dead letter into the queue it died in and rejecting it again counts 2."""
+    """≤3.12: republishing a dead letter into the queue it died in and rejecting it again counts 2 (RabbitMQ:
+    ``rabbit_dead_letter:update_x_death_header`` (3.12))."""
     q, d = _republish_setup(broker, ch)
     dead = raw_get(broker, d)
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, dead.props, dead.body)
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, dead.body, dead.props)
         raw.sync()
     method, _, _ = get(ch, q)
     ch.basic_nack(method.delivery_tag, requeue=False)
@@ -683,12 +708,12 @@ def test_xr3_legacy_republished_repeat_increments(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("3.13")
 def test_xr2_313_client_x_death_is_parsed(broker: Target, ch) -> None:
-    """XR-2 (3.13): a valid client ``x-death`` becomes the history: a repeat death increments its count and the
-    client's ``x-first-death-*`` are kept."""
+    """3.13: a valid client ``x-death`` becomes the history: a repeat death increments its count and the
+    client's ``x-first-death-*`` are kept (RabbitMQ: ``mc_amqpl:headers_to_deaths`` (3.13))."""
     q, d = _republish_setup(broker, ch)
     dead = raw_get(broker, d)
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, dead.props, dead.body)
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, dead.body, dead.props)
         raw.sync()
     method, _, _ = get(ch, q)
     ch.basic_nack(method.delivery_tag, requeue=False)
@@ -700,7 +725,8 @@ def test_xr2_313_client_x_death_is_parsed(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("3.13")
 def test_xr2_313_invalid_entries_are_dropped(broker: Target, ch) -> None:
-    """XR-2 (3.13): client entries without all required fields are not part of the history."""
+    """3.13: client entries without all required fields are not part of the history (RabbitMQ:
+    ``mc_amqpl:headers_to_deaths`` (3.13))."""
     q, d = broker.name("q"), broker.name("d")
     declare(ch, q, x_dead_letter_exchange="", x_dead_letter_routing_key=d)
     declare(ch, d)
@@ -715,7 +741,9 @@ def test_xr2_313_invalid_entries_are_dropped(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("4.0")
 def test_q17_headers_not_appended_for_republish(broker: Target, ch) -> None:
-    """Q17, XR-1 (4.x): a republished ``x-death`` is an ordinary header; the next death starts a fresh history."""
+    """4.x: a republished ``x-death`` is an ordinary header; the next death starts a fresh history (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_headers_should_not_be_appended_for_republish``; ``mc_amqpl:init`` (4.x); 4.0.1
+    release notes)."""
     q, d = _republish_setup(broker, ch)
     method, props, body = get(ch, d)
     assert props.headers["x-death"][0]["reason"] == "rejected"
@@ -733,12 +761,13 @@ def test_q17_headers_not_appended_for_republish(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("4.0")
 def test_xr1_client_x_death_delivered_unchanged_if_not_dead_lettered(broker: Target, ch) -> None:
-    """XR-1 (4.x): a client ``x-death`` on a message that never dies again is delivered as sent."""
+    """4.x: a client ``x-death`` on a message that never dies again is delivered as sent (RabbitMQ: ``mc_amqpl:init``
+    (4.x); 4.0.1 release notes)."""
     q = broker.name("q")
     declare(ch, q)
     table = table_from_python({"x-death": [{"queue": "old", "count": 9}], "x-first-death-queue": "old"})
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, build_properties(headers=table), b"m")
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, b"m", build_properties(headers=table))
         raw.sync()
     assert raw_get(broker, q).headers == table
 
@@ -766,7 +795,8 @@ def _client_history_cycle(broker: Target, ch) -> tuple[str, str]:
 
 @pytest.mark.rabbitmq_version("3.12")
 def test_xr3_legacy_client_history_counts_for_cycles(broker: Target, ch) -> None:
-    """XR-3, CY-1 (≤3.12): a client entry for the target queue makes an automatic loop, so the copy is dropped."""
+    """≤3.12: a client entry for the target queue makes an automatic loop, so the copy is dropped (RabbitMQ:
+    ``rabbit_dead_letter:update_x_death_header`` (3.12); ``rabbit_dead_letter:detect_cycles/3``)."""
     q1, q2 = _client_history_cycle(broker, ch)
     assert ready(ch, q1) == 0 and ready(ch, q2) == 0
 
@@ -774,7 +804,8 @@ def test_xr3_legacy_client_history_counts_for_cycles(broker: Target, ch) -> None
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("3.13")
 def test_xr2_313_client_history_counts_for_cycles(broker: Target, ch) -> None:
-    """XR-2, CY-1 (3.13): the parsed client history takes part in cycle detection: dropped."""
+    """3.13: the parsed client history takes part in cycle detection: dropped (RabbitMQ: ``mc_amqpl:headers_to_deaths``
+    (3.13); ``rabbit_dead_letter:detect_cycles/3``)."""
     q1, q2 = _client_history_cycle(broker, ch)
     assert ready(ch, q1) == 0 and ready(ch, q2) == 0
 
@@ -782,14 +813,16 @@ def test_xr2_313_client_history_counts_for_cycles(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("4.0")
 def test_xr1_cycle_detection_ignores_client_history(broker: Target, ch) -> None:
-    """XR-1 (4.x): old client entries are ignored by cycle detection: the copy reaches q2 with a fresh history."""
+    """4.x: old client entries are ignored by cycle detection: the copy reaches q2 with a fresh history (RabbitMQ:
+    ``mc_amqpl:init`` (4.x); 4.0.1 release notes)."""
     q1, q2 = _client_history_cycle(broker, ch)
     _, props, _ = get(ch, q2)
     assert [(d["queue"], d["reason"], d["count"]) for d in props.headers["x-death"]] == [(q1, "expired", 1)]
 
 
 def test_stream_scenario_q38_with_classic_stand_in(broker: Target, ch) -> None:
-    """Q38, XD-4, DM-2: two expiries with CC/BCC; the second death records the DLRK only; BCC never shows."""
+    """Two expiries with CC/BCC; the second death records the DLRK only; BCC never shows (RabbitMQ:
+    ``dead_lettering_SUITE:stream``; ``mc:record_death``; ``mc_amqpl:init`` (strips BCC))."""
     q1, q2, q3 = broker.name("q1"), broker.name("q2"), broker.name("q3")
     ttl_ms = 2500 if broker.is_fake else 60
     declare(ch, q1, x_dead_letter_exchange="", x_dead_letter_routing_key=q2)
@@ -829,7 +862,8 @@ def test_stream_scenario_q38_with_classic_stand_in(broker: Target, ch) -> None:
 @pytest.mark.fake_only
 @pytest.mark.rabbitmq_version("4.0")
 def test_q38_mc_keeps_cc_and_last_death(broker: Target, ch) -> None:
-    """Q38 (MC): the final copy keeps ``CC`` and shows ``x-last-death-*`` for the second queue."""
+    """MC: the final copy keeps ``CC`` and shows ``x-last-death-*`` for the second queue (RabbitMQ:
+    ``dead_lettering_SUITE:stream``)."""
     q1, q2, q3 = broker.name("q1"), broker.name("q2"), broker.name("q3")
     declare(ch, q1, x_dead_letter_exchange="", x_dead_letter_routing_key=q2)
     declare(ch, q2, x_message_ttl=2500, x_dead_letter_exchange="", x_dead_letter_routing_key=q3)
@@ -844,7 +878,8 @@ def test_q38_mc_keeps_cc_and_last_death(broker: Target, ch) -> None:
 
 
 def test_x_death_time_is_the_death_time_on_the_virtual_clock(broker: Target, ch) -> None:
-    """XD-2: ``time`` is when the message died (whole seconds), which the virtual clock makes exact."""
+    """``time`` is when the message died (whole seconds), which the virtual clock makes exact (RabbitMQ:
+    ``mc_amqpl:death_table/7``)."""
     if broker.fake is None:
         pytest.skip("virtual clock")
     q, dlq, _ = setup(broker, ch, extra={"x-message-ttl": 90_000})

@@ -1,5 +1,6 @@
-"""``queue.declare`` argument validation and redeclare equivalence (spec sections N: N-1 .. N-6 and O:
-EQ-1 .. EQ-3), with typed table values (byte, short, long, double) where pika alone cannot send them."""
+"""``queue.declare`` argument validation and redeclare equivalence (``rabbit_amqqueue:check_declare_arguments/3``,
+``rabbit_amqqueue:assert_equivalence/5``), with typed table values (byte, short, long, double) where pika alone cannot
+send them."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def inequivalent(q: str, key: str, received: str, current: str) -> tuple[int, st
     )
 
 
-# -- N-1: order of checks ----------------------------------------------------------------------------------------
+# -- order of checks (RabbitMQ: rabbit_amqqueue:check_declare_arguments/3) ---------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -93,7 +94,7 @@ def test_n1_unknown_arguments_are_accepted(broker: Target, ch: BlockingChannel) 
     assert ch.queue_declare(q, passive=True).method.queue == q
 
 
-# -- N-2: DLX of the wrong type ---------------------------------------------------------------------------------
+# -- DLX of the wrong type (RabbitMQ: rabbit_channel (rabbit_misc:r_arg)) ----------------------------------------------
 
 
 @pytest.mark.parametrize(("value", "type_"), [(5, "signedint"), (b"dlx", "binary"), (True, "bool"), (2**40, "long")])
@@ -105,7 +106,7 @@ def test_n2_dlx_of_wrong_type(broker: Target, ch: BlockingChannel, value: Any, t
     )
 
 
-# -- N-3: value and type errors ------------------------------------------------------------------------------------
+# -- value and type errors (RabbitMQ: rabbit_amqqueue:check_*_arg) -----------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -151,7 +152,7 @@ def test_n3_every_integer_type_is_accepted(broker: Target, ch: BlockingChannel, 
     assert ch.queue_declare(q, passive=True).method.queue == q
 
 
-# -- N-4: accepted values ------------------------------------------------------------------------------------------
+# -- accepted values (RabbitMQ: rabbit_amqqueue:declare_args/0) --------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -172,7 +173,7 @@ def test_n4_accepted_values(broker: Target, ch: BlockingChannel, args: dict[str,
     assert ch.queue_declare(q, passive=True).method.queue == q
 
 
-# -- N-5: arguments of another queue type --------------------------------------------------------------------------
+# -- arguments of another queue type (RabbitMQ: rabbit_amqqueue:check_arguments_key/4) ---------------------------------
 
 
 @pytest.mark.parametrize(
@@ -200,7 +201,7 @@ def test_n5_arguments_of_other_queue_types(
     )
 
 
-# -- N-6: a routing key without a DLX ------------------------------------------------------------------------------
+# -- a routing key without a DLX (RabbitMQ: rabbit_amqqueue:check_dlxrk_arg/2) -----------------------------------------
 
 
 def test_n6_routing_key_without_dlx_argument(broker: Target, ch: BlockingChannel) -> None:
@@ -218,7 +219,7 @@ def test_n6_routing_key_without_dlx_argument_even_with_dlx_policy(broker: Target
     )
 
 
-# -- EQ-1: order of checks for an existing queue -------------------------------------------------------------------
+# -- order of checks for an existing queue (RabbitMQ: rabbit_amqqueue:assert_equivalence/5) ----------------------------
 
 
 def test_eq1_exclusive_queue_of_another_connection_is_locked(broker: Target, conn: pika.BlockingConnection) -> None:
@@ -298,7 +299,7 @@ def test_eq1_quorum_checks_delivery_limit(broker: Target, ch: BlockingChannel) -
     assert declare_error(ch, q, new, durable=True) == inequivalent(q, "x-delivery-limit", "'4'", "'3'")
 
 
-# -- EQ-2: integer types are interchangeable --------------------------------------------------------------------
+# -- integer types are interchangeable (RabbitMQ: rabbit_misc:type_class/1) --------------------------------------------
 
 
 @pytest.mark.parametrize("tag", ["b", "B", "s", "u", "I", "i", "l"])
@@ -332,7 +333,7 @@ def test_eq2_unknown_arguments_are_not_compared(broker: Target, ch: BlockingChan
     assert ch.queue_declare(q, passive=True).method.queue == q
 
 
-# -- EQ-3: equivalence before validation; stored arguments only ------------------------------------------------------
+# -- equivalence before validation; stored arguments only (RabbitMQ: rabbit_amqqueue:assert_equivalence/5) -------------
 
 
 def test_eq3_invalid_value_on_redeclare_reads_inequivalent(broker: Target, ch: BlockingChannel) -> None:

@@ -12,8 +12,8 @@ from pika import spec
 
 from fakerabbit.broker.erlhash import phash2_binaries
 from tests.conformance.conftest import Target
-from tests.conformance.rawamqp import RawAMQP
 from tests.conformance.versions import for_versions
+from tests.rawamqp import RawAMQP
 
 
 def closed(conn: Any, fn: Any) -> tuple[int, str]:
@@ -408,6 +408,8 @@ def test_headers_matching_modes(broker: Target, ch: Any) -> None:
             "ALL",
             'PRECONDITION_FAILED - Invalid x-match field value <<"ALL">>; expected all, any, all-with-x, or any-with-x',
         ),
+        # an empty binary prints as <<>> (live 3.10.8, 4.0.5, 4.3.6), not <<"">>
+        ("", "PRECONDITION_FAILED - Invalid x-match field value <<>>; expected all, any, all-with-x, or any-with-x"),
         (5, "PRECONDITION_FAILED - Invalid x-match field type signedint (value 5); expected longstr"),
     ],
 )
@@ -415,6 +417,31 @@ def test_invalid_x_match(broker: Target, conn: Any, value: Any, text: str) -> No
     q = broker.name()
     conn.channel().queue_declare(q)
     assert closed(conn, lambda ch: ch.queue_bind(q, "amq.headers", arguments={"x-match": value})) == (406, text)
+
+
+@for_versions("3.10", "4.0", "4.3")
+@pytest.mark.parametrize("value", ["é", b"\xe9"])
+def test_invalid_x_match_octets_by_version(broker: Target, value: str | bytes) -> None:
+    """The value is printed with ``~p`` up to 3.11 (a printable binary's octets go out raw) and with ``~tp`` from
+    3.12 (valid UTF-8 marked ``/utf8``, other octets as Latin-1 characters), as the frame-error texts are (live
+    3.10.8, 4.0.5, 4.3.6)."""
+    c = RawAMQP.connect(broker.url)
+    c.open_channel(1)
+    q = broker.name()
+    c.rpc(1, spec.Queue.Declare(queue=q, exclusive=True), "Queue.DeclareOk")
+    c.send_method(1, spec.Queue.Bind(queue=q, exchange="amq.headers", arguments={"x-match": value}))
+    close = c.expect_close()
+    text = close.reply_text if isinstance(close.reply_text, bytes) else close.reply_text.encode("utf-8")
+    if isinstance(value, str):
+        shown = '<<"\xc3\xa9"/utf8>>' if broker.at_least("4.0") else '<<"\xc3\xa9">>'
+        expected = (
+            f"PRECONDITION_FAILED - Invalid x-match field value {shown}; expected all, any, all-with-x, or any-with-x"
+        )
+    else:
+        shown = '<<"\xc3\xa9">>' if broker.at_least("4.0") else '<<"\xe9">>'
+        expected = f"PRECONDITION_FAILED - Invalid x-match field type binary (value {shown}); expected longstr"
+    assert (close.reply_code, text) == (406, expected.encode("latin-1"))
+    c.sock.close()
 
 
 def test_direct_and_fanout(broker: Target, ch: Any) -> None:

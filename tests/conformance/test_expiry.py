@@ -1,4 +1,5 @@
-"""Queue expiry: ``x-expires`` and the ``expires`` policy (spec section I: QX-1 .. QX-3)."""
+"""Queue expiry: ``x-expires`` and the ``expires`` policy (``rabbit_amqqueue_process``'s expiry timer,
+``rabbit_amqqueue:check_expires_arg/2``)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def exists(conn: pika.BlockingConnection, q: str) -> bool:
     return True
 
 
-# -- QX-1: when a queue expires --------------------------------------------------------------------------------
+# -- when a queue expires (RabbitMQ: rabbit_amqqueue_process:ensure_expiry_timer) --------------------------------------
 
 
 def test_qx1_unused_queue_expires(broker: Target, conn: pika.BlockingConnection) -> None:
@@ -110,7 +111,8 @@ def test_qx1_expired_queue_is_not_dead_lettered(broker: Target, conn: pika.Block
         ch.basic_publish("", q, b)
     broker.advance(0.25)
     assert not exists(conn, q)
-    assert ready(conn.channel(), dlq) == 0  # DL-7
+    # an expiring queue dead-letters nothing (rabbit_amqqueue_process:handle_info/2)
+    assert ready(conn.channel(), dlq) == 0
 
 
 def test_qx1_expired_queue_loses_its_bindings(broker: Target, conn: pika.BlockingConnection) -> None:
@@ -126,7 +128,7 @@ def test_qx1_expired_queue_loses_its_bindings(broker: Target, conn: pika.Blockin
     assert ready(ch, q) == 0
 
 
-# -- QX-2: x-expires values and the expires policy ------------------------------------------------------------
+# -- x-expires values and the expires policy (RabbitMQ: rabbit_amqqueue:check_expires_arg/2) ---------------------------
 
 
 @pytest.mark.parametrize(("value", "term"), [(0, "{value_zero,0}"), (-10, "{value_negative,-10}")])
@@ -180,7 +182,7 @@ def test_qx2_policy_alone_expires_queue(broker: Target, conn: pika.BlockingConne
     assert not exists(conn, q)
 
 
-# -- QX-3: after expiry -------------------------------------------------------------------------------------------
+# -- after expiry (RabbitMQ: rabbit_amqqueue_process:handle_info/2 (maybe_expire)) -------------------------------------
 
 
 def test_qx3_passive_declare_of_expired_queue_is_404(broker: Target, ch: BlockingChannel) -> None:

@@ -21,9 +21,9 @@ from pika.adapters.blocking_connection import BlockingChannel
 
 from fakerabbit.broker.fields import Field, decode_field, encode_table
 from tests.conformance.conftest import Target, pump
-from tests.conformance.rawclient import RawClient, RawMessage
 from tests.conformance.ttlhelpers import channel_error, eventually
 from tests.conformance.versions import for_versions
+from tests.rawamqp import RawAMQP, RawMessage
 
 # -- helpers --------------------------------------------------------------------------------------------
 
@@ -56,8 +56,8 @@ def quorum(broker: Target, ch: BlockingChannel, base: str = "qq", **args: Any) -
     return q
 
 
-def raw_get(broker: Target, raw: RawClient, q: str) -> RawMessage:
-    msg = eventually(broker, lambda: raw.get(q, no_ack=False), lambda m: m is not None)
+def raw_get(broker: Target, raw: RawAMQP, q: str) -> RawMessage:
+    msg = eventually(broker, lambda: raw.basic_get(q, no_ack=False), lambda m: m is not None)
     assert msg is not None
     return msg
 
@@ -85,10 +85,10 @@ SORTED_UNIQUE: list[tuple[str, Field]] = [
 def test_headers_sorted_and_unique_from_313(broker: Target, ch: BlockingChannel) -> None:
     q = broker.name()
     ch.queue_declare(q)
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, headers_block(UNSORTED), b"x")
-        raw.publish("", q, headers_block([]), b"empty")
-        raw.publish("", q, headers_block(SORTED_UNIQUE), b"sorted")
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, b"x", headers_block(UNSORTED))
+        raw.publish(1, "", q, b"empty", headers_block([]))
+        raw.publish(1, "", q, b"sorted", headers_block(SORTED_UNIQUE))
         raw.sync()
         got = [wire_headers(raw_get(broker, raw, q)) for _ in range(3)]
     if broker.at_least("3.13"):
@@ -117,8 +117,8 @@ def test_headers_sorted_on_consume_and_return(broker: Target, conn: pika.Blockin
 @for_versions()
 def test_quorum_redelivery_headers_sorted(broker: Target, ch: BlockingChannel) -> None:
     q = quorum(broker, ch)
-    with RawClient(broker.url) as raw:
-        raw.publish("", q, headers_block([("zz", ("S", "z")), ("a", ("S", "a"))]), b"x")
+    with RawAMQP.with_channel(broker.url) as raw:
+        raw.publish(1, "", q, b"x", headers_block([("zz", ("S", "z")), ("a", ("S", "a"))]))
         raw.sync()
         first = raw_get(broker, raw, q)
         raw.reject(first.delivery_tag, requeue=True)
@@ -425,3 +425,24 @@ def test_quorum_reject_publish_target_takes_every_dead_letter(
     with pytest.raises(pika.exceptions.NackError):
         confirming.basic_publish("", target, b"direct")
     assert ch.queue_declare(target, passive=True).method.message_count == 3
+
+
+# -- quorum basic.get: an expired message the dequeue exposes --------------------------------------------------
+
+
+@for_versions()
+@pytest.mark.parametrize("no_ack", [False, True])
+def test_quorum_get_counts_the_expired_message_it_exposes_unless_settled(
+    broker: Target, ch: BlockingChannel, no_ack: bool
+) -> None:
+    """FOUND.md 14. rabbit_fifo expires only at the head, at the start of a command: an unsettled dequeue's get-ok
+    still counts a TTL-0 message it exposed (the queue's timer drops it right after), while a no-ack dequeue
+    settles at once and that settle's checkout expires it first."""
+    q = quorum(broker, ch)
+    publish_all(ch, q, [("head", None, None), ("ttl0", None, "0")])
+    assert ready(broker, ch, q, 2) == 2
+    method, _, body = ch.basic_get(q, auto_ack=no_ack)
+    assert body == b"head"
+    assert method.message_count == (0 if no_ack else 1)
+    assert ready(broker, ch, q, 0) == 0
+    assert ch.basic_get(q, auto_ack=True) == (None, None, None)

@@ -1,4 +1,5 @@
-"""Length limits, overflow behaviour and publisher confirms (spec section J: ML-1 .. ML-8; P: MI-2, MI-3)."""
+"""Length limits, overflow behaviour and publisher confirms (``rabbit_amqqueue_process``,
+``queue_length_limits_SUITE``, ``rabbit_quorum_queue:overflow/3``)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def acked(ch: BlockingChannel, exchange: str, rk: str, body: bytes, props: pika.
     return True
 
 
-# -- ML-1: what counts -----------------------------------------------------------------------------------------
+# -- what counts (RabbitMQ: rabbit_amqqueue_process:over_max_length/1) -------------------------------------------------
 
 
 def test_ml1_unacked_messages_do_not_count(broker: Target, ch: BlockingChannel) -> None:
@@ -94,7 +95,7 @@ def test_ml1_empty_bodies_never_exceed_a_bytes_limit(broker: Target, ch: Blockin
     assert ready(ch, q) == 3
 
 
-# -- ML-2: combining arguments and policies ------------------------------------------------------------------
+# -- combining arguments and policies (RabbitMQ: rabbit_quorum_queue:gather_policy_config) -----------------------------
 
 
 @pytest.mark.parametrize(("arg", "policy"), [(1, 2), (2, 1)])
@@ -150,7 +151,8 @@ def test_ml2_quorum_overflow_policy_wins_over_argument(broker: Target, ch: Block
     assert bodies(ch, q) == [b"3"]
 
 
-@pytest.mark.rabbitmq_version("3.13")  # operator policies may set overflow from 3.13 (POL-3)
+# operator policies may set overflow from 3.13 (RabbitMQ: unit_operator_policy_SUITE:merge_operator_policy_definitions)
+@pytest.mark.rabbitmq_version("3.13")
 def test_ml2_operator_overflow_wins_over_user_policy(broker: Target, ch: BlockingChannel) -> None:
     q = broker.name()
     confirmed(ch)
@@ -172,7 +174,7 @@ def test_ml2_lowering_max_length_by_policy_drops_from_head_at_once(broker: Targe
     assert death_reasons(ch, dlq) == [(b"1", "maxlen", q), (b"2", "maxlen", q)]
 
 
-# -- ML-3: drop-head ------------------------------------------------------------------------------------------
+# -- drop-head (RabbitMQ: queue_length_limits_SUITE:max_length_drop_head) ----------------------------------------------
 
 
 @pytest.mark.parametrize("limit", ["x-max-length", "x-max-length-bytes"])
@@ -229,7 +231,7 @@ def test_ml3_requeue_over_the_limit_drops_requeued_head(broker: Target, ch: Bloc
     assert bodies(ch, q) == [b"2", b"3"]
 
 
-# -- ML-4: reject-publish --------------------------------------------------------------------------------------
+# -- reject-publish (RabbitMQ: queue_length_limits_SUITE:max_length_reject_confirm) ------------------------------------
 
 
 def test_ml4_reject_publish_nacks_until_there_is_room(broker: Target, ch: BlockingChannel) -> None:
@@ -294,7 +296,7 @@ def test_ml4_reject_publish_does_not_dead_letter(broker: Target, ch: BlockingCha
     assert ready(ch, dlq) == 0
 
 
-# -- ML-5: reject-publish-dlx ------------------------------------------------------------------------------------
+# -- reject-publish-dlx (RabbitMQ: dead_lettering_SUITE:dead_letter_max_length_reject_publish_dlx) ---------------------
 
 
 def test_ml5_reject_publish_dlx_dead_letters_the_new_message(broker: Target, ch: BlockingChannel) -> None:
@@ -306,7 +308,7 @@ def test_ml5_reject_publish_dlx_dead_letters_the_new_message(broker: Target, ch:
     assert bodies(ch, q) == [b"P1"]
 
 
-# -- ML-6: quorum queues ----------------------------------------------------------------------------------------
+# -- quorum queues (RabbitMQ: rabbit_quorum_queue:overflow/3) ----------------------------------------------------------
 
 
 def quorum(ch: BlockingChannel, q: str, **args: object) -> None:
@@ -363,7 +365,7 @@ def test_ml6_quorum_drop_head_dead_letters_maxlen(broker: Target, ch: BlockingCh
     assert death_reasons(ch, dlq) == [(b"1", "maxlen", q)]
 
 
-# -- ML-7: one nacking queue nacks the whole publish -----------------------------------------------------------
+# -- one nacking queue nacks the whole publish (RabbitMQ: rabbit_channel:handle_queue_actions) -------------------------
 
 
 def test_ml7_one_rejecting_queue_nacks_the_publish(broker: Target, ch: BlockingChannel) -> None:
@@ -410,7 +412,7 @@ def test_ml7_single_nack_for_the_sequence_number(broker: Target, conn: pika.Bloc
     assert frames[1] == ("Ack", 2, False)
 
 
-# -- ML-8: argument validation ------------------------------------------------------------------------------------
+# -- argument validation (RabbitMQ: rabbit_amqqueue:check_non_neg_int_arg/2) -------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -436,7 +438,7 @@ def test_ml8_zero_limits_and_overflow_values_accepted(broker: Target, ch: Blocki
     assert ch.queue_declare(q, passive=True).method.queue == q
 
 
-# -- MI-2: publisher confirms ------------------------------------------------------------------------------------
+# -- publisher confirms (RabbitMQ: rabbit_channel (confirms)) ----------------------------------------------------------
 
 
 def test_mi2_confirms_for_every_outcome(broker: Target, conn: pika.BlockingConnection) -> None:
@@ -462,7 +464,7 @@ def test_mi2_reject_publish_dlx_nacks(broker: Target, ch: BlockingChannel) -> No
     assert not acked(ch, "", q, b"m")
 
 
-# -- MI-3: message_count is the ready count ------------------------------------------------------------------------
+# -- message_count is the ready count (RabbitMQ: rabbit_channel (queue.declare-ok)) ------------------------------------
 
 
 def test_mi3_message_count_excludes_unacked(broker: Target, ch: BlockingChannel) -> None:

@@ -1,5 +1,5 @@
-"""Policies and dead-lettering: matching, precedence against arguments, live changes (spec L, DR-7, DR-8, Q23-25,
-Java ``Policies``).
+"""Policies and dead-lettering: matching, precedence against arguments, live changes (``rabbit_policy``,
+``dead_lettering_SUITE:dead_letter_policy`` and its override/ignore cases, Java ``Policies``).
 
 On the real broker every policy pattern is anchored to the test's unique prefix (the broker is shared).
 """
@@ -46,12 +46,13 @@ def _dlx_with_queue(broker: Target, ch, base: str, key: str | None = None) -> tu
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Q23-25, DR-7, DR-8
+# dead_lettering_SUITE:dead_letter_policy, dead_letter_override_policy, dead_letter_ignore_policy
 
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q23_dead_letter_policy(broker: Target, ch, qtype: str) -> None:
-    """Q23, DR-8, POL-5: a DLX policy set while a message is unacked applies when it is nacked."""
+    """A DLX policy set while a message is unacked applies when it is nacked (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_policy``)."""
     dlx, dlq = _dlx_with_queue(broker, ch, "dlq")
     q = broker.name("q")
     declare(ch, q, qtype)
@@ -71,7 +72,8 @@ def test_q23_dead_letter_policy(broker: Target, ch, qtype: str) -> None:
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q24_dead_letter_override_policy(broker: Target, ch, qtype: str) -> None:
-    """Q24, POL-4: a policy set before the queue exists loses to the queue's DLX arguments."""
+    """A policy set before the queue exists loses to the queue's DLX arguments (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_override_policy``; ``rabbit_amqqueue_process:process_args_policy``)."""
     q_name = broker.name("q")
     broker.set_policy(
         broker.name("pol"), anchored(q_name), {"dead-letter-exchange": "", "dead-letter-routing-key": q_name}
@@ -85,7 +87,8 @@ def test_q24_dead_letter_override_policy(broker: Target, ch, qtype: str) -> None
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_q25_dead_letter_ignore_policy(broker: Target, ch, qtype: str) -> None:
-    """Q25, POL-4: a policy set after the queue also loses to its arguments."""
+    """A policy set after the queue also loses to its arguments (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_ignore_policy``; ``rabbit_amqqueue_process:process_args_policy``)."""
     q, dlq, _ = setup(broker, ch, qtype)
     broker.set_policy(broker.name("pol"), anchored(q), {"dead-letter-exchange": "", "dead-letter-routing-key": q})
     _dead_letter_one(broker, ch, q)
@@ -94,7 +97,8 @@ def test_q25_dead_letter_ignore_policy(broker: Target, ch, qtype: str) -> None:
 
 
 def test_dr7_argument_dlx_with_policy_dlrk(broker: Target, ch) -> None:
-    """DR-7: resolved key by key: the argument DLX and the policy DLRK are both used."""
+    """Resolved key by key: the argument DLX and the policy DLRK are both used (RabbitMQ:
+    ``rabbit_amqqueue_process:process_args_policy``)."""
     dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="from-policy")
     q = broker.name("q")
     declare(ch, q, x_dead_letter_exchange=dlx)
@@ -106,7 +110,8 @@ def test_dr7_argument_dlx_with_policy_dlrk(broker: Target, ch) -> None:
 
 
 def test_dr7_policy_dlx_with_argument_dlrk_is_a_declare_error(broker: Target, ch) -> None:
-    """DR-7, N-6: an argument DLRK needs an argument DLX, even when a policy provides the DLX."""
+    """An argument DLRK needs an argument DLX, even when a policy provides the DLX (RabbitMQ:
+    ``rabbit_amqqueue_process:process_args_policy``; ``rabbit_amqqueue:check_dlxrk_arg/2``)."""
     q = broker.name("q")
     broker.set_policy(broker.name("pol"), anchored(q), {"dead-letter-exchange": ""})
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as e:
@@ -146,7 +151,8 @@ def test_java_policies_dead_letter_exchange_args(broker: Target, ch) -> None:
 
 
 def test_pol5_changing_and_clearing_a_dlx_policy(broker: Target, ch) -> None:
-    """POL-5, DR-8: a changed policy applies to the next dead-lettering; a cleared one turns it off again."""
+    """A changed policy applies to the next dead-lettering; a cleared one turns it off again (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_policy``)."""
     x1, d1 = _dlx_with_queue(broker, ch, "d1")
     x2, d2 = _dlx_with_queue(broker, ch, "d2")
     q = broker.name("q")
@@ -168,7 +174,8 @@ def test_pol5_changing_and_clearing_a_dlx_policy(broker: Target, ch) -> None:
 
 
 def test_pol5_lowering_max_length_dead_letters_from_the_head_at_once(broker: Target, ch) -> None:
-    """POL-5: a ``max-length`` policy on a full queue drops (dead-letters, reason maxlen) the oldest at once."""
+    """A ``max-length`` policy on a full queue drops (dead-letters, reason maxlen) the oldest at once (RabbitMQ:
+    ``dead_lettering_SUITE:dead_letter_policy``)."""
     q, dlq, _ = setup(broker, ch)
     for b in ("1", "2", "3"):
         pub(ch, q, b)
@@ -184,11 +191,12 @@ def test_pol5_lowering_max_length_dead_letters_from_the_head_at_once(broker: Tar
 
 
 # ---------------------------------------------------------------------------------------------------------
-# POL-1, POL-2: which policy applies
+# which policy applies (RabbitMQ: rabbit_policy:match_all/3; rabbit_queue_type:is_policy_applicable/2)
 
 
 def test_pol1_pattern_is_unanchored_at_the_end(broker: Target, ch) -> None:
-    """POL-1: the pattern is a regex searched in the name (here anchored only at the start)."""
+    """The pattern is a regex searched in the name (here anchored only at the start) (RabbitMQ:
+    ``rabbit_policy:match_all/3``)."""
     dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="k")
     q = broker.name("orders-work-1")
     declare(ch, q)
@@ -203,8 +211,8 @@ def test_pol1_pattern_is_unanchored_at_the_end(broker: Target, ch) -> None:
 
 
 def test_pol1_highest_priority_wins_and_definitions_are_not_merged(broker: Target, ch) -> None:
-    """POL-1, DR-9: only the highest-priority policy applies; its DLRK without a DLX does nothing, although a
-    lower-priority policy names a DLX."""
+    """Only the highest-priority policy applies; its DLRK without a DLX does nothing, although a lower-priority policy
+    names a DLX (RabbitMQ: ``rabbit_policy:match_all/3``; ``rabbit_amqqueue_process:with_dlx/3``)."""
     dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="k")
     q = broker.name("q")
     declare(ch, q)
@@ -216,7 +224,7 @@ def test_pol1_highest_priority_wins_and_definitions_are_not_merged(broker: Targe
 
 
 def test_pol1_exchange_policies_do_not_apply_to_queues(broker: Target, ch) -> None:
-    """POL-1: ``apply-to: exchanges`` never gives a queue a DLX."""
+    """``apply-to: exchanges`` never gives a queue a DLX (RabbitMQ: ``rabbit_policy:match_all/3``)."""
     dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="k")
     q = broker.name("q")
     declare(ch, q)
@@ -233,8 +241,9 @@ def test_pol1_exchange_policies_do_not_apply_to_queues(broker: Target, ch) -> No
 
 @pytest.mark.parametrize("qtype", QUEUE_TYPES)
 def test_pol2_policy_with_unsupported_key_is_skipped(broker: Target, ch, qtype: str) -> None:
-    """POL-2: ``delivery-limit`` is unsupported on classic queues, so the whole policy (DLX included) skips them
-    and the lower-priority policy applies; quorum queues take the higher one."""
+    """``delivery-limit`` is unsupported on classic queues, so the whole policy (DLX included) skips them and the
+    lower-priority policy applies; quorum queues take the higher one (RabbitMQ:
+    ``rabbit_queue_type:is_policy_applicable/2``)."""
     x_hi, d_hi = _dlx_with_queue(broker, ch, "hi", key="k")
     x_lo, d_lo = _dlx_with_queue(broker, ch, "lo", key="k")
     q = broker.name("q")
@@ -256,12 +265,14 @@ def test_pol2_policy_with_unsupported_key_is_skipped(broker: Target, ch, qtype: 
 
 
 # ---------------------------------------------------------------------------------------------------------
-# POL-3, POL-4: combining values
+# combining values
+# (RabbitMQ: unit_operator_policy_SUITE:merge_operator_policy_definitions; rabbit_amqqueue_process:process_args_policy)
 
 
 def test_pol3_operator_policy_ttl_combines_with_min(broker: Target, ch) -> None:
-    """POL-3, TTL-1: a user policy TTL 60 s and an operator policy TTL 20 ms give 20 ms; the message dies
-    ``expired`` into the user policy's DLX."""
+    """A user policy TTL 60 s and an operator policy TTL 20 ms give 20 ms; the message dies ``expired`` into the user
+    policy's DLX (RabbitMQ: ``unit_operator_policy_SUITE:merge_operator_policy_definitions``;
+    ``rabbit_amqqueue_process:process_args_policy``)."""
     dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="k")
     q = broker.name("q")
     declare(ch, q)
@@ -279,7 +290,7 @@ def test_pol3_operator_policy_ttl_combines_with_min(broker: Target, ch) -> None:
 
 
 def test_java_policies_ttl_args(broker: Target, ch) -> None:
-    """Java ``Policies.tTLArgs``, POL-4, POL-5: policy TTL 30 ms vs argument 300 ms: 30 ms applies; after clearing
+    """Java ``Policies.tTLArgs``: policy TTL 30 ms vs argument 300 ms: 30 ms applies; after clearing
     the policy the argument's 300 ms is back."""
     q, dlq, _ = setup(broker, ch, extra={"x-message-ttl": 300})
     pol = broker.name("pol")
@@ -298,7 +309,7 @@ def test_java_policies_ttl_args(broker: Target, ch) -> None:
 
 
 def test_java_policies_max_length_args(broker: Target, ch) -> None:
-    """Java ``Policies.maxLengthArgs``, POL-4: policy max-length 1 vs argument 2: the limit is 1."""
+    """Java ``Policies.maxLengthArgs``: policy max-length 1 vs argument 2: the limit is 1."""
     q, dlq, _ = setup(broker, ch, extra={"x-max-length": 2})
     broker.set_policy(broker.name("pol"), anchored(q), {"max-length": 1})
     for b in ("1", "2", "3"):
@@ -308,7 +319,8 @@ def test_java_policies_max_length_args(broker: Target, ch) -> None:
 
 
 def test_pol4_policy_dlx_alone_and_argument_dlrk_absent(broker: Target, ch) -> None:
-    """POL-4: a policy DLX without any DLRK dead-letters with the message's own routing key."""
+    """A policy DLX without any DLRK dead-letters with the message's own routing key (RabbitMQ:
+    ``rabbit_amqqueue_process:process_args_policy``)."""
     dlx, dlq = _dlx_with_queue(broker, ch, "dlq", key="orig-key")
     src = broker.exchange("src")
     ch.exchange_declare(src, "direct")
@@ -325,7 +337,7 @@ def test_pol4_policy_dlx_alone_and_argument_dlrk_absent(broker: Target, ch) -> N
 
 
 # ---------------------------------------------------------------------------------------------------------
-# POL-6, POL-7: validation
+# validation (RabbitMQ: rabbit_policies:validate_policy0; rabbit_policies:register/0)
 
 
 def _policy_error(broker: Target, definition: dict[str, object]) -> str:
@@ -353,7 +365,8 @@ def _policy_error(broker: Target, definition: dict[str, object]) -> str:
     ],
 )
 def test_pol6_pol7_policy_validation(broker: Target, definition: dict[str, object], message: str) -> None:
-    """POL-6, POL-7: invalid values are refused with RabbitMQ's text; ``priority`` is not a policy key."""
+    """Invalid values are refused with RabbitMQ's text; ``priority`` is not a policy key (RabbitMQ:
+    ``rabbit_policies:validate_policy0``; ``rabbit_policies:register/0``)."""
     assert _policy_error(broker, definition) == message
 
 
@@ -479,7 +492,8 @@ def test_policy_keys_by_version(
         ({"target-group-size": 3}, "4.0"),  # rabbit_quorum_queue's operator key (3.13.7 source, live 4.0.5)
         ({"queue-master-locator": "client-local"}, "4.0"),  # rabbit_classic_queue's (4.3: denied, below)
         ({"delayed-retry-min": 5}, "4.3"),
-        ({"overflow": "drop-head"}, "4.0"),  # 3.13 (POL-3)
+        # 3.13 (RabbitMQ: unit_operator_policy_SUITE:merge_operator_policy_definitions)
+        ({"overflow": "drop-head"}, "4.0"),
     ],
 )
 def test_operator_policy_keys_by_version(broker: Target, definition: dict[str, object], since: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 from pika import spec
 
 from tests.conformance.conftest import Target
-from tests.conformance.rawamqp import RawAMQP
+from tests.rawamqp import RawAMQP
 
 EXPECTED = [
     "010001000000080014000b00000000ce",

@@ -12,7 +12,7 @@ import pytest
 from pika import spec
 
 from tests.conformance.conftest import Target
-from tests.conformance.rawamqp import RawAMQP, body_frame, frame, method_frame
+from tests.rawamqp import RawAMQP, body_frame, frame, method_frame
 
 
 def settle(c: RawAMQP, count: int) -> tuple[dict[int, str], list[tuple[str, int, bool]]]:

@@ -10,7 +10,7 @@ import pytest
 from pika import spec
 
 from tests.conformance.conftest import Target
-from tests.conformance.rawamqp import HEADER, RawAMQP, body_frame, frame, method_frame
+from tests.rawamqp import HEADER, RawAMQP, body_frame, frame, method_frame
 
 DEPTH = 5000
 #: start-ok must fit the frame_max before tune (4096): RabbitMQ's Python-stack limit was at about 490 levels

@@ -16,7 +16,7 @@ from pika import spec
 
 from fakerabbit.protocol import connection as fake_connection
 from tests.conformance.conftest import Target
-from tests.conformance.rawamqp import RawAMQP, body_frame, frame, header_frame, method_frame
+from tests.rawamqp import RawAMQP, body_frame, frame, header_frame, method_frame
 
 CLOSE_OK_WAIT = 0.4
 

@@ -1,6 +1,6 @@
 """Connection handshake on the wire: protocol header, start/start-ok, auth, tune/tune-ok, open, close, heartbeats.
 
-Raw-socket tests (tests/conformance/rawamqp.py) so that every byte and every close is visible; each runs against
+Raw-socket tests (tests/rawamqp.py) so that every byte and every close is visible; each runs against
 the fake and, with FAKERABBIT_REAL_URLS, against RabbitMQ 3.10.8, 4.0.5 and 4.3.6. Expectations were taken from
 the live brokers, per version where a release changed them.
 """
@@ -17,7 +17,7 @@ from pika import spec
 
 from fakerabbit.protocol import connection as fake_connection
 from tests.conformance.conftest import Target
-from tests.conformance.rawamqp import HEADER, RawAMQP, amqplain_response, frame
+from tests.rawamqp import HEADER, RawAMQP, amqplain_response, frame
 
 #: RabbitMQ closes the socket this long after a handshake error or a fatal frame error.
 SILENT_CLOSE_DELAY = 3.0

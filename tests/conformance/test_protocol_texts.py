@@ -1,17 +1,15 @@
-"""The Erlang term printing behind RabbitMQ's frame-error texts and the codec's validators, without a broker.
+"""The Erlang term printing behind RabbitMQ's frame-error texts, without a broker (the codec's decoders are in
+tests/unit/test_protocol_codec.py).
 
 Every expected text below was read from RabbitMQ 3.10.8 (the differential fuzzer compares many more).
 """
 
 from __future__ import annotations
 
-import struct
-
 import pytest
-from pamqp import commands
 
-from fakerabbit.protocol.codec import MethodDecodeError, check_properties, decode_args, valid_table_body
-from fakerabbit.protocol.erlfmt import Atom, frame_error_text, unexpected_frame_text, write
+from fakerabbit.broker.erlterm import Atom, write
+from fakerabbit.protocol.framing import frame_error_text, unexpected_frame_text
 
 
 @pytest.mark.parametrize(
@@ -62,49 +60,3 @@ def test_w_never_prints_strings() -> None:
     assert write(b"abc", pretty=False) == "<<97,98,99>>"
     assert write(b"abc") == '<<"abc">>'
     assert write(b"") == "<<>>"
-
-
-@pytest.mark.parametrize(
-    ("props", "ok"),
-    [
-        (b"\x00\x00", True),
-        (b"\x00\x01", True),  # RabbitMQ ignores the continuation bit...
-        (b"\x00\x01\x00\x00", False),  # ...so a second flags word is trailing garbage
-        (b"", False),
-        (b"\x80\x00\x0atext/plain", True),
-        (b"\x80\x00\x0atext/plai", False),
-        (b"\x00\x40" + struct.pack(">Q", 1), True),  # timestamp
-        (b"\x20\x00" + struct.pack(">I", 6) + b"\x01aI\x00\x00", False),  # int cut short
-        (b"\x20\x00" + struct.pack(">I", 7) + b"\x01aI\x00\x00\x00\x05", True),
-        (b"\x20\x00" + struct.pack(">I", 11) + b"\x01ad" + struct.pack(">d", float("nan")), False),
-        (b"\x18\x00\x02\x05", True),  # delivery mode and priority
-    ],
-)
-def test_check_properties(props: bytes, ok: bool) -> None:
-    assert check_properties(props) is ok
-
-
-def test_table_validator_follows_rabbit_binary_parser() -> None:
-    good = b"\x01aS" + struct.pack(">I", 2) + b"hi" + b"\x01bA" + struct.pack(">I", 2) + b"b\x05" + b"\x01cV"
-    assert valid_table_body(good, 0, len(good))
-    assert not valid_table_body(b"\x01aZ", 0, 3)  # unknown type
-    assert not valid_table_body(b"\x05ab", 0, 3)  # key runs past the end
-    assert valid_table_body(b"\x01aL" + bytes(8), 0, 11)  # RabbitMQ takes L (64 bits)
-
-
-def test_decode_args_is_exact() -> None:
-    qos = decode_args(commands.Basic.Qos, struct.pack(">IHB", 0, 5, 1))
-    assert (qos.prefetch_count, qos.global_) == (5, True)
-    for bad, kind in (
-        (struct.pack(">IHB", 0, 5, 1) + b"x", "undecodable"),
-        (struct.pack(">IH", 0, 5), "undecodable"),
-    ):
-        with pytest.raises(MethodDecodeError) as exc:
-            decode_args(commands.Basic.Qos, bad)
-        assert exc.value.kind == kind
-    with pytest.raises(MethodDecodeError) as exc:
-        decode_args(commands.Queue.Declare, b"\x00\x00\x02\xff\xfe\x00" + struct.pack(">I", 0))
-    assert exc.value.kind == "utf8"
-    with pytest.raises(MethodDecodeError) as exc:
-        decode_args(commands.Queue.Declare, b"\x00\x00\x01q\x00" + struct.pack(">I", 3) + b"\x01aZ")
-    assert exc.value.kind == "table"

@@ -10,7 +10,7 @@ import pytest
 from pika import spec
 
 from tests.conformance.conftest import Target
-from tests.conformance.rawamqp import HEADER, RawAMQP, body_frame, frame, method_frame
+from tests.rawamqp import HEADER, RawAMQP, body_frame, frame, method_frame
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 

@@ -13,7 +13,7 @@ from pika import spec
 
 from tests.conformance.conftest import Target, pump
 from tests.conformance.dlhelpers import eventually
-from tests.conformance.rawamqp import RawAMQP
+from tests.rawamqp import RawAMQP
 
 
 def closed(conn: Any, fn: Any) -> tuple[int, str]:

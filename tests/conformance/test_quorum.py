@@ -1,5 +1,5 @@
 """Quorum queues: delivery limit, ``x-delivery-count``, requeue position, dead-letter strategy and property
-restrictions (spec section K: DLIM-1 .. DLIM-7).
+restrictions (``rabbit_quorum_queue``, ``rabbit_fifo``, ``quorum_queue_SUITE``).
 
 Counting differs by version: the 3.x rules run against live 3.10.8 with the fake on the "3.12" profile, the 4.0 - 4.2
 rules against live 4.0.5 and the 4.3 rules against live 4.3.6 (the 3.13 rules on the fake only). A quorum queue
@@ -53,7 +53,7 @@ def returns(broker: Target, ch: BlockingChannel, q: str, n: int, how: str = "rej
     return seen
 
 
-# -- DLIM-1: setting the limit ---------------------------------------------------------------------------------
+# -- setting the limit (RabbitMQ: rabbit_quorum_queue:resolve_delivery_limit/2) ----------------------------------------
 
 
 @pytest.mark.rabbitmq_version("3.12")
@@ -111,7 +111,7 @@ def test_dlim1_with_a_negative_value_the_larger_wins(
     assert eventually(broker, lambda: ready(ch, dlq), lambda k: k == want) == want
 
 
-# -- DLIM-2: default limit ---------------------------------------------------------------------------------------
+# -- default limit (RabbitMQ: quorum_queue_SUITE:delivery_limit_policy_update) -----------------------------------------
 
 
 @pytest.mark.rabbitmq_version("3.12")
@@ -139,7 +139,7 @@ def test_dlim2_default_limit_is_20_in_4x(broker: Target, ch: BlockingChannel) ->
     assert death_reasons(ch, dlq) == [(b"m", "delivery_limit", q)]
 
 
-# -- DLIM-3: what counts ------------------------------------------------------------------------------------------
+# -- what counts (RabbitMQ: rabbit_fifo:return_one) --------------------------------------------------------------------
 
 
 @pytest.mark.rabbitmq_version("3.12")
@@ -193,7 +193,7 @@ def test_dlim3_40_nack_requeue_counts(broker: Target, ch: BlockingChannel) -> No
     assert eventually(broker, lambda: ready(ch, dlq), lambda k: k == 1) == 1
 
 
-# -- DLIM-4: x-delivery-count ------------------------------------------------------------------------------------
+# -- x-delivery-count (RabbitMQ: rabbit_fifo_client:add_delivery_count_header/2) ---------------------------------------
 
 
 @pytest.mark.rabbitmq_version("3.12")
@@ -275,7 +275,7 @@ def test_dlim4_classic_queues_never_add_the_header(broker: Target, ch: BlockingC
     assert m.redelivered is True and p.headers is None
 
 
-# -- DLIM-5: where a returned message goes ---------------------------------------------------------------------
+# -- where a returned message goes (RabbitMQ: rabbit_fifo:handle_aux) --------------------------------------------------
 
 
 @pytest.mark.rabbitmq_version("3.12")
@@ -313,7 +313,7 @@ def test_dlim5_4x_default_limit_front_negative_tail(
     assert bodies(ch, q) == order
 
 
-# -- DLIM-6: dead-letter strategy -----------------------------------------------------------------------------------
+# -- dead-letter strategy (RabbitMQ: rabbit_quorum_queue:dlh/5) --------------------------------------------------------
 
 
 def test_dlim6_invalid_strategy(broker: Target, ch: BlockingChannel) -> None:
@@ -364,7 +364,7 @@ def test_dlim6_at_least_once_still_dead_letters_on_delivery_limit(broker: Target
     assert death_reasons(ch, dlq) == [(b"m", "delivery_limit", q)]
 
 
-# -- DLIM-7: property restrictions -------------------------------------------------------------------------------
+# -- property restrictions (RabbitMQ: rabbit_queue_type_util:check_*) --------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Message TTL (spec section H: TTL-1 .. TTL-11), against fakerabbit and, when configured, a real RabbitMQ.
+"""Message TTL (``rabbit_amqqueue_process``, ``rabbit_basic:parse_expiration/1``), against fakerabbit and, when
+configured, a real RabbitMQ.
 
 TTLs are tens to hundreds of milliseconds so that the real broker can run them; on the fake
 ``broker.advance`` moves the virtual clock instead of sleeping.
@@ -27,7 +28,7 @@ from tests.realbrokers import PolicyRefused
 P = pika.BasicProperties
 
 
-# -- TTL-1: queue TTL from argument and policy, smaller wins ------------------------------------------------
+# -- queue TTL from argument and policy, smaller wins (RabbitMQ: rabbit_amqqueue_process:process_args_policy) ----------
 
 
 def test_ttl1_policy_smaller_than_argument_wins_until_cleared(broker: Target, ch: BlockingChannel) -> None:
@@ -81,7 +82,8 @@ def test_ttl1_operator_policy_combined_with_min(broker: Target, ch: BlockingChan
     assert ready(ch, q) == 0
 
 
-# -- TTL-2: per-message TTL; min(queue, message); expiry fixed at enqueue -------------------------------------
+# -- per-message TTL; min(queue, message); expiry fixed at enqueue -----------------------------------------------------
+# (RabbitMQ: rabbit_amqqueue_process:calculate_msg_expiry/2)
 
 
 def test_ttl2_per_message_expiration(broker: Target, ch: BlockingChannel) -> None:
@@ -123,7 +125,7 @@ def test_ttl2_expiry_instant_is_enqueue_time_plus_ttl(broker: Target, ch: Blocki
     assert ready(ch, q) == 0
 
 
-# -- TTL-3: a TTL change does not touch messages already queued -------------------------------------------------
+# -- a TTL change does not touch messages already queued (RabbitMQ: policy_SUITE:operator_retroactive_policy_ttl) ------
 
 
 def test_ttl3_new_policy_ttl_is_not_retroactive(broker: Target, ch: BlockingChannel) -> None:
@@ -152,7 +154,8 @@ def test_ttl3_lowering_the_ttl_keeps_the_old_expiry(broker: Target, ch: Blocking
         assert ready(ch, q) == 0
 
 
-# -- TTL-4: classic queues expire only at the head, but never deliver an expired message ---------------------
+# -- classic queues expire only at the head, but never deliver an expired message --------------------------------------
+# (RabbitMQ: rabbit_amqqueue_process:drop_expired_msgs)
 
 
 def test_ttl4_expired_message_behind_head_is_counted_but_never_delivered(broker: Target, ch: BlockingChannel) -> None:
@@ -163,7 +166,7 @@ def test_ttl4_expired_message_behind_head_is_counted_but_never_delivered(broker:
     ch.basic_publish("", q, b"short", P(expiration="20"))
     ch.basic_publish("", q, b"none")
     broker.advance(0.1)
-    assert ready(ch, q) == 3  # MI-3: "short" has expired but is still counted
+    assert ready(ch, q) == 3  # "short" has expired but is still counted (message_count is the ready count)
     method, _, body = ch.basic_get(q, auto_ack=True)
     assert body == b"long"
     # The fetch exposed "short" at the head: it is dropped before get-ok's message_count is taken.
@@ -216,7 +219,7 @@ def test_ttl4_expired_messages_reaching_the_head_are_dead_lettered_in_order(
     assert bodies(ch, q) == [b"tail"]
 
 
-# -- TTL-5: requeue keeps the original expiry and position -----------------------------------------------------
+# -- requeue keeps the original expiry and position (RabbitMQ: Java TTLHandling.expiryWithRequeue) ---------------------
 
 
 def test_ttl5_requeued_messages_keep_expiry(broker: Target, conn: pika.BlockingConnection) -> None:
@@ -270,14 +273,14 @@ def test_ttl5_requeued_after_expiry_is_dead_lettered_not_redelivered(broker: Tar
     assert death_reasons(ch, dlq) == [(b"A", "expired", q)]
 
 
-# -- TTL-6: TTL 0 ---------------------------------------------------------------------------------------------
+# -- TTL 0 (RabbitMQ: rabbit_amqqueue_process:deliver_or_enqueue) ------------------------------------------------------
 
 
 def test_ttl6_zero_ttl_without_consumer_is_dropped(broker: Target, ch: BlockingChannel) -> None:
     q = broker.name()
     confirmed(ch)
     ch.queue_declare(q, arguments={"x-message-ttl": 0})
-    ch.basic_publish("", q, b"m", mandatory=True)  # acked, not returned (MI-2)
+    ch.basic_publish("", q, b"m", mandatory=True)  # acked, not returned (RabbitMQ: rabbit_channel (confirms))
     assert ready(ch, q) == 0
     assert ch.basic_get(q) == (None, None, None)
 
@@ -321,7 +324,7 @@ def test_ttl6_per_message_zero_at_the_head_expires_at_once(broker: Target, ch: B
 
 def test_ttl6_per_message_zero_behind_the_head_waits_for_the_head(broker: Target, ch: BlockingChannel) -> None:
     """Live 3.10.8: an ``expiration="0"`` message queued behind a live head is counted until it reaches the
-    head (TTL-4), where it is dropped without being delivered."""
+    head (``rabbit_amqqueue_process:drop_expired_msgs``), where it is dropped without being delivered."""
     q = broker.name()
     confirmed(ch)
     ch.queue_declare(q)
@@ -331,7 +334,7 @@ def test_ttl6_per_message_zero_behind_the_head_waits_for_the_head(broker: Target
     assert bodies(ch, q) == [b"m1"]
 
 
-# -- TTL-7: in a transaction the TTL starts at commit ------------------------------------------------------------
+# -- in a transaction the TTL starts at commit (RabbitMQ: Java TTLHandling.transactionalPublishWithGet) ----------------
 
 
 def test_ttl7_ttl_starts_at_commit(broker: Target, ch: BlockingChannel) -> None:
@@ -350,7 +353,7 @@ def test_ttl7_ttl_starts_at_commit(broker: Target, ch: BlockingChannel) -> None:
     assert ready(ch, q) == 0
 
 
-# -- TTL-8: the expiration property -------------------------------------------------------------------------
+# -- the expiration property (RabbitMQ: rabbit_basic:parse_expiration/1) -----------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -432,7 +435,7 @@ def test_ttl8_expiration_exactly_at_due_time(broker: Target, ch: BlockingChannel
     assert ready(ch, q) == 0
 
 
-# -- TTL-9: x-message-ttl types and range --------------------------------------------------------------------
+# -- x-message-ttl types and range (RabbitMQ: rabbit_amqqueue:check_message_ttl_arg/2) ---------------------------------
 
 
 @pytest.mark.parametrize("ttl", [0, 1, 315_360_000_000])
@@ -445,7 +448,7 @@ def test_ttl9_accepted_values(broker: Target, ch: BlockingChannel, ttl: int) -> 
 # (invalid values and the byte/short/long types: test_declare_args.py)
 
 
-# -- TTL-10: the message-ttl policy -------------------------------------------------------------------------
+# -- the message-ttl policy (RabbitMQ: rabbit_policies:validate_policy0) -----------------------------------------------
 
 
 @pytest.mark.parametrize(("value", "shown"), [(-1, "-1"), ("10", '<<"10">>'), (1.5, "1.5")])
@@ -475,7 +478,7 @@ def test_ttl10_policy_has_no_upper_bound(broker: Target, ch: BlockingChannel) ->
         assert ready(ch, q) == 1
 
 
-# -- TTL-11: each queue expires its copy independently ------------------------------------------------------------
+# -- each queue expires its copy independently (RabbitMQ: rabbit_amqqueue_process:calculate_msg_expiry/2) --------------
 
 
 def test_ttl11_each_queue_is_independent(broker: Target, ch: BlockingChannel) -> None:

@@ -10,7 +10,7 @@ import pytest
 from pika import spec
 
 from tests.conformance.conftest import Target
-from tests.conformance.rawamqp import RawAMQP
+from tests.rawamqp import RawAMQP
 
 
 def count(ch: Any, q: str) -> int:

@@ -1,7 +1,7 @@
 """Drive one scenario against one broker and record everything a client observes.
 
 A :class:`Side` is one broker (fakerabbit or a live RabbitMQ) seen through a raw AMQP connection
-(:class:`tests.conformance.rawamqp.RawAMQP`, framing done here, methods coded by ``pika.spec``): three channels in
+(:class:`tests.rawamqp.RawAMQP`, framing done here, methods coded by ``pika.spec``): three channels in
 confirm mode plus a harness channel (9) for passive declares. :meth:`Side.run` executes one operation and returns
 its observation: the synchronous reply (or the close it caused), every asynchronous frame that arrived on each
 channel (deliveries, returns, confirms, consumer cancels, channel and connection closes) and, after the broker has
@@ -29,9 +29,9 @@ from typing import Any
 
 from pika import spec
 
-from tests.conformance.rawamqp import Frame, RawAMQP, body_frame, header_frame, method_frame
 from tests.differential import ops as O
 from tests.differential.wire import typed_headers
+from tests.rawamqp import Frame, RawAMQP, body_frame, header_frame, method_frame
 
 HARNESS_CHANNEL = 9
 RPC_TIMEOUT = 5.0

@@ -7,7 +7,6 @@ import struct
 
 from pika import spec
 
-from tests.conformance.rawamqp import HEADER, RawAMQP, frame
 from tests.conformance.test_protocol_deep_tables import (
     HANDSHAKE_DEPTH,
     _publish_raw,
@@ -16,6 +15,7 @@ from tests.conformance.test_protocol_deep_tables import (
     table,
 )
 from tests.management.conftest import Api, q
+from tests.rawamqp import HEADER, RawAMQP, frame
 
 DEPTH = 3000
 

@@ -17,7 +17,7 @@ from pika import spec
 
 from fakerabbit import FakeRabbit
 from fakerabbit.protocol.connection import AMQPConnection
-from tests.conformance.rawamqp import RawAMQP, frame, method_frame
+from tests.rawamqp import RawAMQP, frame, method_frame
 
 
 def test_reset_tells_clients_connection_forced() -> None:

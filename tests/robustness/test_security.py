@@ -76,7 +76,7 @@ def _login_from(source: str | None, url_host: str, port: int, user: str = "guest
     """Log in with ``user`` from ``source`` (bound locally): the tune, the 403 close, or None (silent)."""
     from pika import spec
 
-    from tests.conformance.rawamqp import HEADER, RawAMQP
+    from tests.rawamqp import HEADER, RawAMQP
 
     c = RawAMQP.socket_to(f"amqp://{url_host}:{port}/")
     if source is not None:  # reconnect from the given local address

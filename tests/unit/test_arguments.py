@@ -1,5 +1,6 @@
-"""queue.declare / exchange.declare argument checks and the expiration parser (spec TTL-8/9, QX-2, ML-8,
-DLIM-7, N, O).
+"""queue.declare / exchange.declare argument checks and the expiration parser, as RabbitMQ's
+``rabbit_amqqueue:check_declare_arguments/3``, ``rabbit_queue_type_util`` and ``rabbit_basic:parse_expiration/1`` do
+them (the conformance side: tests/conformance/test_declare_args.py).
 
 "live 3.10.8" means: the exact text was produced by the local RabbitMQ 3.10.8 with pika on 2026-11-21.
 """
@@ -15,13 +16,9 @@ from fakerabbit.broker import errors
 from fakerabbit.broker.arguments import (
     MAX_EXPIRY,
     TRANSIENT_NONEXCL_TEXT,
-    Atom,
-    ErlStr,
     augment_declare_args,
     check_exchange_equivalence,
     check_queue_equivalence,
-    erl_pretty,
-    erl_tp,
     parse_expiration,
     queue_type_of,
     validate_new_exchange,
@@ -64,7 +61,7 @@ def fails(args: Table, **kw: Any) -> str:
 
 
 # ======================================================================================================
-# TTL-8: expiration
+# expiration (RabbitMQ: rabbit_basic:parse_expiration/1)
 
 
 @pytest.mark.parametrize(
@@ -144,7 +141,7 @@ def test_expiration_valid(raw: str | bytes, value: int) -> None:
 
 
 # ======================================================================================================
-# N-2: the DLX argument type
+# the DLX argument type (RabbitMQ: rabbit_channel (rabbit_misc:r_arg))
 
 
 @pytest.mark.parametrize(("value", "tname"), [(5, "signedint"), (b"abc", "binary"), (True, "bool"), (2**40, "long")])
@@ -154,13 +151,13 @@ def test_dlx_wrong_type(value: Any, tname: str) -> None:
 
 
 def test_dlx_type_checked_first() -> None:
-    # N-1: before the validators (live 3.10.8)
+    # before the validators (live 3.10.8) (RabbitMQ: rabbit_amqqueue:check_declare_arguments/3)
     text = fails({"x-message-ttl": ("I", -1), "x-dead-letter-exchange": ("I", 5)})
     assert text == "invalid type 'signedint' for arg 'x-dead-letter-exchange' in queue 'q' in vhost '/'"
 
 
 # ======================================================================================================
-# N-3: value and type errors (all texts live 3.10.8 unless noted)
+# value and type errors (all texts live 3.10.8 unless noted) (RabbitMQ: rabbit_amqqueue:check_*_arg)
 
 CLASSIC_ERRORS: list[tuple[dict[str, Any], str]] = [
     ({"x-message-ttl": -1}, "invalid arg 'x-message-ttl' for queue 'q' in vhost '/': {value_negative,-1}"),
@@ -184,7 +181,7 @@ CLASSIC_ERRORS: list[tuple[dict[str, Any], str]] = [
         {"x-message-ttl": b"1"},
         "invalid arg 'x-message-ttl' for queue 'q' in vhost '/': \"expected integer, got binary\"",
     ),
-    # from the spec (pika cannot send a double)
+    # pika cannot send a double: tests/conformance/test_declare_args.py sends one and checks this text live
     (
         {"x-message-ttl": 1.5},
         "invalid arg 'x-message-ttl' for queue 'q' in vhost '/': \"expected integer, got double\"",
@@ -283,7 +280,8 @@ CLASSIC_ERRORS: list[tuple[dict[str, Any], str]] = [
         {"x-queue-version": "2"},
         "invalid arg 'x-queue-version' for queue 'q' in vhost '/': \"expected integer, got longstr\"",
     ),
-    # N-1 order: x-expires is validated before x-message-ttl whatever the table order
+    # order: x-expires is validated before x-message-ttl whatever the table order
+    # (RabbitMQ: rabbit_amqqueue:check_declare_arguments/3)
     (
         {"x-message-ttl": -1, "x-expires": 0},
         "invalid arg 'x-expires' for queue 'q' in vhost '/': {value_zero,0}",
@@ -298,7 +296,7 @@ def test_classic_argument_errors(args: dict[str, Any], text: str) -> None:
 
 @pytest.mark.parametrize("profile", ALL, ids=lambda p: p.name)
 def test_argument_errors_same_in_all_versions(profile: Profile) -> None:
-    # N-3 "the same texts in 3.12 - main"
+    # "the same texts in 3.12 - main" (RabbitMQ: rabbit_amqqueue:check_*_arg)
     assert fails(T(x_message_ttl=-1), profile=profile).endswith(": {value_negative,-1}")
 
 
@@ -329,7 +327,8 @@ def test_argument_errors_same_in_all_versions(profile: Profile) -> None:
             {"x-single-active-consumer": 1},
             "invalid arg 'x-single-active-consumer' for queue 'q' in vhost '/': {unacceptable_type,signedint}",
         ),
-        # validators run before the other-type check (N-1): ttl beats max-priority
+        # validators run before the other-type check
+        # (RabbitMQ: rabbit_amqqueue:check_declare_arguments/3: ttl beats max-priority)
         (
             {"x-max-priority": 5, "x-message-ttl": -1},
             "invalid arg 'x-message-ttl' for queue 'q' in vhost '/': {value_negative,-1}",
@@ -349,7 +348,7 @@ def test_argument_error_wraps_only_past_255_columns() -> None:
 
 
 # ======================================================================================================
-# N-4: accepted values; unknown arguments
+# accepted values; unknown arguments (RabbitMQ: rabbit_amqqueue:declare_args/0)
 
 
 @pytest.mark.parametrize(
@@ -386,7 +385,7 @@ def test_classic_accepts(args: dict[str, Any]) -> None:
     [
         {"x-delivery-limit": -1},
         {"x-delivery-limit": "5"},  # x-delivery-limit has no validator (live 3.10.8)
-        {"x-overflow": "reject-publish-dlx"},  # accepted, runs as drop-head (ML-6)
+        {"x-overflow": "reject-publish-dlx"},  # accepted, runs as drop-head (RabbitMQ: rabbit_quorum_queue:overflow/3)
         {"x-dead-letter-strategy": "at-least-once"},
         {"x-queue-leader-locator": "random"},
         {"x-queue-leader-locator": "client-local"},
@@ -399,7 +398,7 @@ def test_quorum_accepts(args: dict[str, Any]) -> None:
 
 
 # ======================================================================================================
-# N-5: arguments of other queue types
+# arguments of other queue types (RabbitMQ: rabbit_amqqueue:check_arguments_key/4)
 
 
 @pytest.mark.parametrize(
@@ -450,7 +449,7 @@ def test_version_dependent_argument_lists() -> None:
 
 
 # ======================================================================================================
-# queue types, DLIM-7 properties, 4.3 transient queues
+# queue types, quorum property restrictions (rabbit_queue_type_util:check_*), 4.3 transient queues
 
 
 def test_queue_type() -> None:
@@ -603,7 +602,7 @@ PREFIX = "inequivalent arg '{}' for queue 'q' in vhost '/': "
             {"x-message-ttl": -1},
             "x-message-ttl",
             "received '-1' but current is '1'",
-        ),  # EQ-3
+        ),  # equivalence before validation (rabbit_amqqueue:assert_equivalence/5)
         (
             {"x-message-ttl": 10},
             {"x-message-ttl": "10"},
@@ -682,7 +681,8 @@ PREFIX = "inequivalent arg '{}' for queue 'q' in vhost '/': "
             "x-max-priority",
             "received none but current is the value '5' of type 'signedint'",
         ),
-        # EQ-1 order: x-expires before x-message-ttl, DLX before max-length, SAC before x-queue-type
+        # order: x-expires before x-message-ttl, DLX before max-length, SAC before x-queue-type
+        # (RabbitMQ: rabbit_amqqueue:assert_equivalence/5)
         (
             {"x-message-ttl": 1, "x-expires": 100},
             {"x-message-ttl": 2, "x-expires": 200},
@@ -747,7 +747,7 @@ def test_inequivalent_args_quorum() -> None:
 
 @pytest.mark.parametrize(
     ("stored", "new"),
-    [  # EQ-2 (live 3.10.8 where pika can send it)
+    [  # integer types form one class (rabbit_misc:type_class/1; live 3.10.8 where pika can send it)
         ({"x-message-ttl": 10}, {"x-message-ttl": 10}),
         ({"x-dead-letter-exchange": "abc"}, {"x-dead-letter-exchange": b"abc"}),  # equal values, other types
         ({}, {"x-queue-type": "classic"}),
@@ -764,7 +764,7 @@ def test_equivalent_args(stored: dict[str, Any], new: dict[str, Any]) -> None:
     ("a", "b"), [(("b", 10), ("I", 10)), (("s", 10), ("l", 10)), (("B", 10), ("i", 10)), (("u", 7), ("I", 7))]
 )
 def test_integer_types_are_interchangeable(a: tuple[str, int], b: tuple[str, int]) -> None:
-    # EQ-2: byte/short/signedint/long/unsigned* form one class
+    # byte/short/signedint/long/unsigned* form one class (RabbitMQ: rabbit_misc:type_class/1)
     check_queue_equivalence(
         "q",
         "/",
@@ -780,7 +780,7 @@ def test_integer_types_are_interchangeable(a: tuple[str, int], b: tuple[str, int
 
 
 def test_int_and_float_are_not_equivalent() -> None:
-    # EQ-2 / Java PerQueueTTL.queueReDeclareSemanticNonEquivalence (10 vs 10.0)
+    # / Java PerQueueTTL.queueReDeclareSemanticNonEquivalence (10 vs 10.0) (RabbitMQ: rabbit_misc:type_class/1)
     with pytest.raises(errors.PreconditionFailed) as ei:
         check_queue_equivalence(
             "q",
@@ -969,27 +969,3 @@ def test_new_exchange_alternate_exchange_type() -> None:
     assert ei.value.explanation == (
         "invalid type 'signedint' for arg 'alternate-exchange' in exchange 'x' in vhost '/'"
     )
-
-
-# ======================================================================================================
-# Erlang rendering helpers
-
-
-def test_erl_tp() -> None:
-    assert erl_tp((Atom("value_negative"), -1)) == "{value_negative,-1}"
-    assert erl_tp(Atom("Quoted atom")) == "'Quoted atom'"
-    assert erl_tp(ErlStr.of('a"b')) == '"a\\"b"'
-    assert erl_tp(b"abc") == '<<"abc">>'
-    assert erl_tp(b"\x01") == "<<1>>"
-    assert erl_tp([1, b"a"]) == '[1,<<"a">>]'
-    assert erl_tp({b"a": 1}) == '#{<<"a">> => 1}'
-    assert erl_tp(1e20) == "1.0e20"
-    assert erl_tp(0.1) == "0.1"
-    assert erl_tp(None) == "null"
-    assert erl_tp(True) == "true"
-
-
-def test_erl_pretty() -> None:
-    assert erl_pretty((Atom("a"), 1), 0) == "{a,1}"
-    assert erl_pretty((Atom("tag"), 12345), 70) == "{tag,\n" + " " * 71 + "12345}"
-    assert erl_pretty(Atom("no_integer"), 79) == "no_integer"  # atoms never break

@@ -267,13 +267,16 @@ def test_moving_patched_time_does_not_break_heartbeats(library: str) -> None:
             conn.close()
 
 
-def test_connection_module_does_not_hold_a_patchable_monotonic() -> None:
-    import fakerabbit.protocol.connection as connection
+@pytest.mark.parametrize("module", ["heartbeat", "output"])
+def test_connection_timing_does_not_hold_a_patchable_monotonic(module: str) -> None:
+    """The heartbeat monitor and the writer (which records the last send) read real time, frozen or not."""
+    import importlib
 
+    timing = importlib.import_module(f"fakerabbit.protocol.{module}")
     with freeze_time("2030-01-01"):
-        before = connection._monotonic()
+        before = timing.real_monotonic()
         time.sleep(0.02)
-        assert connection._monotonic() - before >= 0.015
+        assert timing.real_monotonic() - before >= 0.015
 
 
 async def test_async_server_with_freezegun_real_asyncio() -> None:

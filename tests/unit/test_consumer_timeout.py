@@ -18,7 +18,7 @@ from pika import spec
 
 from fakerabbit import FakeRabbit
 from fakerabbit.cli import build_parser
-from tests.conformance.rawamqp import Close, RawAMQP
+from tests.rawamqp import Close, RawAMQP
 
 TEXT = (
     "PRECONDITION_FAILED - delivery acknowledgement on channel {ch} timed out. Timeout value used: {ms} ms. "

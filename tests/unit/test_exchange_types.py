@@ -44,15 +44,22 @@ def test_direct_matches_every_routing_key() -> None:
 
 
 def test_binding_rules_of_headers_and_local_random() -> None:
-    Headers.validate_binding("", {"x-match": ("S", "any-with-x")}, "classic")
+    p43 = get_profile("4.3")
+    Headers.validate_binding("", {"x-match": ("S", "any-with-x")}, "classic", p43)
     with pytest.raises(errors.PreconditionFailed, match="Invalid x-match field value"):
-        Headers.validate_binding("", {"x-match": ("S", "some")}, "classic")
-    LocalRandom.validate_binding("", {}, "classic")
+        Headers.validate_binding("", {"x-match": ("S", "some")}, "classic", p43)
+    for version, shown in (("3.10", '<<"\xe9">>'), ("4.3", '<<"\xe9"/utf8>>')):  # 3.10: the octets C3 A9, raw
+        with pytest.raises(errors.PreconditionFailed) as exc:  # ~p up to 3.11, ~tp from 3.12
+            Headers.validate_binding("", {"x-match": ("S", "\xe9")}, "classic", get_profile(version))
+        assert exc.value.explanation.encode("utf-8", "surrogateescape") == (
+            f"Invalid x-match field value {shown}; expected all, any, all-with-x, or any-with-x"
+        ).encode("utf-8", "surrogateescape")
+    LocalRandom.validate_binding("", {}, "classic", p43)
     for key, qtype, text in (
         ("k", "classic", "Non empty binding 'k' key not permitted"),
         ("", None, "Destination not found"),
         ("", "quorum", "Queue type rabbit_quorum_queue not valid for this exchange type"),
     ):
         with pytest.raises(errors.PreconditionFailed) as exc:
-            LocalRandom.validate_binding(key, {}, qtype)
+            LocalRandom.validate_binding(key, {}, qtype, p43)
         assert exc.value.explanation == text

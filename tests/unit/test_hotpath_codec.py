@@ -1,6 +1,6 @@
 """The hot-path shortcuts of the protocol layer give exactly what the general paths give: ``basic.deliver``
 frames byte for byte as pamqp marshals them, ``basic.publish`` and ``basic.ack`` decoded as the general
-decoder decodes them (values and errors), and the header-sorting and property-validity shortcuts."""
+decoder decodes them (values and errors), and the header-sorting shortcut."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from fakerabbit.broker.properties import RawProperties
-from fakerabbit.protocol import channel, codec, framing
+from fakerabbit.protocol import codec, framing
 from fakerabbit.protocol.codec import Deliver, commands
 
 NAMES = ["", "q", "amq.topic", "é\udcff", "x" * 255, "a.b.c", "\udcc3\udca9"]
@@ -71,16 +71,6 @@ def test_decode_shortcuts_match_the_general_decoder(cls: type[codec.base.Frame])
         assert fast == _general(cls, args), args
         ok += fast[0] == "ok"
     assert ok > 1000  # the shortcut was exercised
-
-
-def test_properties_valid_cache_only_keeps_valid_blocks() -> None:
-    good = RawProperties().replace(content_type="a", message_id="m").raw
-    bad = good[:-1]
-    for _ in range(2):
-        assert channel._properties_valid(good)
-        assert not channel._properties_valid(bad)
-    assert good in channel._valid_blocks
-    assert bad not in channel._valid_blocks
 
 
 @pytest.mark.parametrize("size", [0, 1, 100, 4087, 4088])

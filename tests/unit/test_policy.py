@@ -1,4 +1,5 @@
-"""Policies, operator policies and argument precedence (spec L; TTL-1, TTL-10, QX-2, ML-2, DLIM-1/2/6).
+"""Policies, operator policies and argument precedence, as ``rabbit_policy``, ``rabbit_policies`` and the queue types'
+``process_args_policy`` / ``gather_policy_config`` combine them (conformance: tests/conformance/test_policies.py).
 
 "live 3.10.8" means checked with rabbitmqctl / pika against the local RabbitMQ 3.10.8 on 2026-11-21.
 """
@@ -54,7 +55,7 @@ def refused(definition: dict[str, Any], **kw: Any) -> str:
 
 
 # ======================================================================================================
-# POL-6 / TTL-10 / QX-2: validation (texts live 3.10.8)
+# validation (texts live 3.10.8) (RabbitMQ: rabbit_policies:validate_policy0; rabbit_amqqueue:check_expires_arg/2)
 
 
 @pytest.mark.parametrize(
@@ -95,7 +96,8 @@ def refused(definition: dict[str, Any], **kw: Any) -> str:
         ),
         ({"foo": 1}, '[{<<"foo">>,1}] are not recognised policy settings'),
         ({"foo": 1, "bar": "x"}, '[{<<"bar">>,<<"x">>},{<<"foo">>,1}] are not recognised policy settings'),
-        ({"max-priority": 5}, '[{<<"max-priority">>,5}] are not recognised policy settings'),  # POL-7
+        # no priority key (rabbit_policies:register/0)
+        ({"max-priority": 5}, '[{<<"max-priority">>,5}] are not recognised policy settings'),
         (
             {"single-active-consumer": True},
             '[{<<"single-active-consumer">>,true}] are not recognised policy settings',
@@ -117,7 +119,7 @@ def test_policy_validation(definition: dict[str, Any], text: str) -> None:
     "definition",
     [
         {"message-ttl": 0},
-        {"message-ttl": 315360000001},  # no upper bound (TTL-10; live 3.10.8)
+        {"message-ttl": 315360000001},  # no upper bound (RabbitMQ: rabbit_policies:validate_policy0; live 3.10.8)
         {"expires": 1},
         {"max-length": 0},
         {"dead-letter-exchange": "dlx", "dead-letter-routing-key": "rk"},
@@ -135,7 +137,8 @@ def test_policy_validation_accepts(definition: dict[str, Any]) -> None:
 
 
 def test_policy_validation_by_version() -> None:
-    # DLIM-1: 4.x accepts a negative delivery-limit ("not an int" is the only error)
+    # 4.x accepts a negative delivery-limit ("not an int" is the only error)
+    # (RabbitMQ: rabbit_quorum_queue:resolve_delivery_limit/2)
     validate_policy({"delivery-limit": -1}, profile=P40)
     assert refused({"delivery-limit": "x"}, profile=P40) == '<<"x">> is not a valid delivery limit'
     # mirroring keys are gone in 4.x
@@ -147,7 +150,8 @@ def test_policy_validation_by_version() -> None:
 
 
 def test_operator_policy_keys() -> None:
-    # POL-3 (live 3.10.8): operator policies recognise only their keys
+    # live 3.10.8: operator policies recognise only their keys
+    # (RabbitMQ: unit_operator_policy_SUITE:merge_operator_policy_definitions)
     validate_policy(
         {
             "delivery-limit": 5,
@@ -188,7 +192,7 @@ def test_apply_to_validation() -> None:
         "apply-to 'foo' unrecognised; should be 'queues', 'exchanges' or 'all'"
     )
     assert refused({"message-ttl": 1}, apply_to="classic_queues", profile=P310).startswith("apply-to")
-    # 3.12+: the spec's text (POL-1), double space included
+    # 3.12+: rabbit_policy:apply_to_validation/2's text (read in the source), double space included
     assert refused({"message-ttl": 1}, apply_to="foo", profile=P312) == (
         "apply-to 'foo' unrecognised; should be one of: 'queues', 'classic_queues',  'quorum_queues', "
         "'streams', 'exchanges', or 'all'"
@@ -211,7 +215,7 @@ def test_default_profile_is_newest() -> None:
 
 
 # ======================================================================================================
-# POL-1 / POL-2: matching
+# matching (RabbitMQ: rabbit_policy:match_all/3; rabbit_queue_type:is_policy_applicable/2)
 
 
 def test_pattern_is_unanchored() -> None:
@@ -267,8 +271,8 @@ def test_invalid_pattern_matches_nothing() -> None:
 
 
 def test_unsupported_key_skips_the_policy() -> None:
-    # POL-2, live 3.10.8: {dlx, delivery-limit} (priority 5) skips the classic queue, which gets the
-    # priority-1 policy instead; the quorum queue gets the priority-5 one.
+    # rabbit_queue_type:is_policy_applicable/2, live 3.10.8: {dlx, delivery-limit} (priority 5) skips the classic queue,
+    # which gets the priority-1 policy instead; the quorum queue gets the priority-5 one.
     high = pol({"dead-letter-exchange": "dlx", "delivery-limit": 5}, name="ptest", priority=5, apply_to="queues")
     low = pol({"message-ttl": 100}, name="ptest2", priority=1, apply_to="queues")
     assert select_policy([high, low], "probe_pol_c", "classic", profile=P310) is low
@@ -289,7 +293,7 @@ def test_unsupported_key_skips_the_policy() -> None:
 
 
 # ======================================================================================================
-# POL-3: user + operator policy
+# user + operator policy (RabbitMQ: unit_operator_policy_SUITE:merge_operator_policy_definitions)
 
 
 def test_effective_policy_definition() -> None:
@@ -336,7 +340,7 @@ def test_one_sided_keys_are_kept() -> None:
 
 
 # ======================================================================================================
-# POL-4: arguments + effective policy
+# arguments + effective policy (RabbitMQ: rabbit_amqqueue_process:process_args_policy)
 
 
 def test_defaults() -> None:
@@ -346,12 +350,14 @@ def test_defaults() -> None:
 
 
 def test_ttl_expires_lengths_take_the_minimum() -> None:
-    # TTL-1, QX-2, ML-2
+    # RabbitMQ: rabbit_amqqueue_process:process_args_policy; rabbit_amqqueue:check_expires_arg/2;
+    # rabbit_quorum_queue:gather_policy_config
     args = T(x_message_ttl=100, x_expires=1000, x_max_length=10, x_max_length_bytes=500)
     for qt in ("classic", "quorum"):
         s = effective_settings(qt, args, pol({"message-ttl": 50, "expires": 5000, "max-length": 20}), None, P40)
         assert (s.message_ttl, s.expires, s.max_length, s.max_length_bytes) == (50, 1000, 10, 500)
-    # TTL-1: user and operator policy min'd first, then min'd with the argument
+    # user and operator policy min'd first, then min'd with the argument
+    # (RabbitMQ: rabbit_amqqueue_process:process_args_policy)
     s = effective_settings("classic", T(x_message_ttl=30), pol({"message-ttl": 100}), pol({"message-ttl": 50}), P40)
     assert s.message_ttl == 30
     s = effective_settings("classic", T(x_message_ttl=300), pol({"message-ttl": 100}), pol({"message-ttl": 50}), P40)
@@ -362,7 +368,7 @@ def test_ttl_expires_lengths_take_the_minimum() -> None:
 
 
 def test_dead_letter_settings_argument_wins_per_key() -> None:
-    # DR-7
+    # RabbitMQ: rabbit_amqqueue_process:process_args_policy
     p = pol({"dead-letter-exchange": "pdlx", "dead-letter-routing-key": "prk"})
     for qt in ("classic", "quorum"):
         s = effective_settings(qt, T(x_dead_letter_exchange=""), p, None, P40)
@@ -374,7 +380,8 @@ def test_dead_letter_settings_argument_wins_per_key() -> None:
 
 
 def test_overflow_precedence() -> None:
-    # ML-2: classic -> argument wins (even over an operator policy); quorum -> policy wins
+    # classic -> argument wins (even over an operator policy); quorum -> policy wins
+    # (RabbitMQ: rabbit_quorum_queue:gather_policy_config)
     args = T(x_overflow="reject-publish")
     user = pol({"overflow": "drop-head"})
     assert effective_settings("classic", args, user, None, P313).overflow == "reject-publish"
@@ -386,7 +393,7 @@ def test_overflow_precedence() -> None:
     # operator overflow beats the user policy's
     s = effective_settings("quorum", {}, pol({"overflow": "drop-head"}), pol({"overflow": "reject-publish"}), P313)
     assert s.overflow == "reject-publish"
-    # ML-6: quorum runs reject-publish-dlx as drop-head; classic keeps it
+    # quorum runs reject-publish-dlx as drop-head; classic keeps it (RabbitMQ: rabbit_quorum_queue:overflow/3)
     assert effective_settings("quorum", T(x_overflow="reject-publish-dlx"), None, None, P40).overflow == "drop-head"
     assert effective_settings("classic", T(x_overflow="reject-publish-dlx"), None, None, P40).overflow == (
         "reject-publish-dlx"
@@ -394,13 +401,14 @@ def test_overflow_precedence() -> None:
 
 
 def test_delivery_limit() -> None:
-    # DLIM-2: default 20 in 4.x, none before
+    # default 20 in 4.x, none before (RabbitMQ: quorum_queue_SUITE:delivery_limit_policy_update)
     assert effective_settings("quorum", {}, None, None, P40).delivery_limit == 20
     assert effective_settings("quorum", {}, None, None, P43).delivery_limit == 20
     assert effective_settings("quorum", {}, None, None, P313).delivery_limit is None
     # classic queues never have one (and a delivery-limit policy would not even match them)
     assert effective_settings("classic", T(x_delivery_limit=3), None, None, P40).delivery_limit is None
-    # DLIM-1: min of argument and policy, max if either is negative; negative = unlimited (4.x)
+    # min of argument and policy, max if either is negative; negative = unlimited (4.x)
+    # (RabbitMQ: rabbit_quorum_queue:resolve_delivery_limit/2)
     assert (
         effective_settings("quorum", T(x_delivery_limit=3), pol({"delivery-limit": 5}), None, P40).delivery_limit == 3
     )
@@ -427,7 +435,8 @@ def test_delivery_limit() -> None:
 
 
 def test_dead_letter_strategy() -> None:
-    # DLIM-6: at-least-once only with a DLX and effective overflow reject-publish; argument wins over policy
+    # at-least-once only with a DLX and effective overflow reject-publish; argument wins over policy
+    # (RabbitMQ: rabbit_quorum_queue:dlh/5)
     ok = T(x_dead_letter_exchange="dlx", x_dead_letter_strategy="at-least-once", x_overflow="reject-publish")
     assert effective_settings("quorum", ok, None, None, P40).dead_letter_strategy == "at-least-once"
     drop_head = T(x_dead_letter_exchange="dlx", x_dead_letter_strategy="at-least-once")

@@ -1,4 +1,4 @@
-"""Version profiles (architecture.md "Version profiles"; the spec's version legend and per-rule notes)."""
+"""Version profiles (docs/architecture.md "Version profiles"): which RabbitMQ release behaves how."""
 
 from __future__ import annotations
 
@@ -73,8 +73,9 @@ def test_profile_is_frozen() -> None:
 
 
 def test_dead_letter_switches() -> None:
-    # XF-2 x-last-death-* and DM-3 CC kept with a DLRK: 3.13+. DM-1 expiration normalisation: MC (3.13+).
-    # XD-2 MC field order: 3.13+.
+    # x-last-death-* and CC kept with a DLRK: 3.13+. expiration normalisation: MC (3.13+).
+    # (RabbitMQ: mc:record_death)
+    # MC field order: 3.13+. (RabbitMQ: mc_amqpl:death_table/7)
     for v in ("3.10", "3.12"):
         p = get_profile(v)
         assert not p.last_death_headers and not p.keep_cc_with_dlrk
@@ -83,7 +84,7 @@ def test_dead_letter_switches() -> None:
         p = get_profile(v)
         assert p.last_death_headers and p.keep_cc_with_dlrk
         assert p.normalise_expiration and p.x_death_mc_order
-    # G: XR-3 edit (≤3.12), XR-2 parse (3.13), XR-1 ignore (4.x)
+    # client x-death: edited (≤3.12), parsed (3.13), ignored (4.x)
     assert [get_profile(v).client_x_death for v in ("3.10", "3.12", "3.13", "4.0", "4.3")] == [
         "edit",
         "edit",
@@ -94,22 +95,23 @@ def test_dead_letter_switches() -> None:
 
 
 def test_delivery_limit_switches() -> None:
-    # DLIM-2: no default ≤3.13, 20 in 4.x
+    # no default ≤3.13, 20 in 4.x (RabbitMQ: quorum_queue_SUITE:delivery_limit_policy_update)
     assert get_profile("3.12").delivery_limit_default is None
     assert get_profile("3.13").delivery_limit_default is None
     assert get_profile("4.0").delivery_limit_default == 20
     assert get_profile("4.3").delivery_limit_default == 20
-    # DLIM-3: returns (≤3.13), acquired (4.0-4.2), failed (4.3+)
+    # returns (≤3.13), acquired (4.0-4.2), failed (4.3+) (RabbitMQ: rabbit_fifo:return_one)
     assert get_profile("3.13").delivery_limit_counter == "returns"
     assert get_profile("4.2").delivery_limit_counter == "acquired"
     assert get_profile("4.3").delivery_limit_counter == "failed"
-    # DLIM-4: x-acquired-count from 4.3
+    # x-acquired-count from 4.3 (RabbitMQ: rabbit_fifo_client:add_delivery_count_header/2)
     assert not get_profile("4.2").acquired_count_header
     assert get_profile("4.3").acquired_count_header
-    # DLIM-4: x-delivery-count present as 0 on the first delivery on the live 3.10.8 (2026-11-21)
+    # x-delivery-count present as 0 on the first delivery on the live 3.10.8 (2026-11-21)
+    # (RabbitMQ: rabbit_fifo_client:add_delivery_count_header/2)
     assert get_profile("3.10").delivery_count_header_from_zero
     assert not get_profile("3.13").delivery_count_header_from_zero
-    # DLIM-1: negative = unlimited (4.x)
+    # negative = unlimited (4.x) (RabbitMQ: rabbit_quorum_queue:resolve_delivery_limit/2)
     assert not get_profile("3.13").negative_delivery_limit_unlimited
     assert get_profile("4.0").negative_delivery_limit_unlimited
 
@@ -124,7 +126,8 @@ def test_operator_policy_keys() -> None:
         "max-in-memory-bytes",
         "delivery-limit",
     }
-    # POL-3: 3.12 had seven keys (and so had the live 3.10.8, 2026-11-21); 3.13 added queue-version, overflow
+    # 3.12 had seven keys (and so had the live 3.10.8, 2026-11-21); 3.13 added queue-version, overflow
+    # (RabbitMQ: unit_operator_policy_SUITE:merge_operator_policy_definitions)
     assert get_profile("3.10").operator_policy_keys == seven
     assert get_profile("3.12").operator_policy_keys == seven
     # rabbit_quorum_queue registers target-group-size as an operator policy key too (3.13.7 source; live 4.0.5,
@@ -141,7 +144,7 @@ def test_operator_policy_keys() -> None:
 
 
 def test_unsupported_policy_keys() -> None:
-    # POL-2
+    # RabbitMQ: rabbit_queue_type:is_policy_applicable/2
     p = get_profile("4.0")
     assert {"delivery-limit", "dead-letter-strategy", "max-in-memory-length", "max-age"} <= (
         p.unsupported_classic_policy_keys
@@ -221,3 +224,26 @@ def test_exchange_switches() -> None:
     assert "x-local-random" in get_profile("4.0").exchange_types
     assert "x-modulus-hash" not in get_profile("4.2").exchange_types
     assert "x-modulus-hash" in get_profile("4.3").exchange_types
+
+
+@pytest.mark.parametrize(
+    ("version", "release"), [("3.9", (3, 9)), ("3.10.8", (3, 10)), ("3.12", (3, 12)), ("4.0", (4, 0)), ("4.3", (4, 3))]
+)
+def test_release_is_the_requested_major_minor(version: str, release: tuple[int, int]) -> None:
+    assert get_profile(version).release == release
+
+
+def test_wire_settings_by_version() -> None:
+    """What channel.py and handshake.py once read off the version string."""
+    assert get_profile("3.13").amqp.max_message_size == 134217728
+    assert get_profile("4.0").amqp.max_message_size == 16777216
+    assert [get_profile(v).amqp.erlang_otp for v in ("3.10", "3.12", "3.13", "4.0", "4.1", "4.3")] == [
+        "25.2.3",
+        "25.2.3",
+        "26.2.5",
+        "26.2.5",
+        "27.3",
+        "27.3",
+    ]
+    assert get_profile("4.0").amqp.copyright.startswith("Copyright (c) 2007-2024 Broadcom")
+    assert get_profile("4.2").amqp.copyright.startswith("Copyright (c) 2007-2025 Broadcom")

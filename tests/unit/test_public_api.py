@@ -64,3 +64,34 @@ def test_set_permissions_and_set_alarm_replace_reaching_into_internals() -> None
     rabbit.set_permissions("guest", "/", write="^nothing$")
     rabbit.reset()
     assert rabbit._broker.auth.allows("guest", "/", "write", "exchange", "x")
+
+
+def test_fakerabbit_and_the_plugins_real_rabbit_have_every_member_of_the_shared_protocol() -> None:
+    """mypy checks the signatures (``fakerabbit/server.py``, ``conftest_plugin/real.py``); this checks, at run
+    time, that neither side lacks a member of :class:`fakerabbit.testing.Rabbit`."""
+    from fakerabbit.testing import Rabbit, RabbitClock, RabbitQueue
+    from fakerabbit_pytest.real import RealClock, RealQueue, RealRabbit
+    from fakerabbit_pytest.wire import AmqpUrl
+
+    def members(protocol: type) -> set[str]:
+        return {n for n in vars(protocol) if not n.startswith("_")}
+
+    def has(obj: object, name: str) -> bool:  # without reading it: on RealRabbit some members skip the test
+        cls = obj if isinstance(obj, type) else type(obj)
+        return (
+            hasattr(cls, name)
+            or name in getattr(cls, "__dataclass_fields__", {})
+            or name in getattr(obj, "__dict__", {})
+        )
+
+    fake = fakerabbit.FakeRabbit()
+    real = RealRabbit(AmqpUrl.parse("amqp://guest:guest@127.0.0.1:1/%2F"), None, wait=False, server_version="4.3")
+    assert members(Rabbit) >= {"url", "clock", "queue", "set_policy", "close_connections", "reset"}
+    for protocol, objects in (
+        (Rabbit, (fake, real)),
+        (RabbitClock, (fakerabbit.VirtualClock(), fakerabbit.FollowingClock(), fakerabbit.SystemClock(), real.clock)),
+        (RabbitQueue, (fakerabbit.testing.QueueSnapshot, RealQueue("q", "/", 0, 0, 0))),
+    ):
+        for obj in objects:
+            assert [m for m in sorted(members(protocol)) if not has(obj, m)] == [], obj
+    assert isinstance(real.clock, RealClock)

@@ -1,9 +1,9 @@
 """At-least-once dead-lettering of a quorum queue (``rabbit_fifo_dlx`` and ``rabbit_fifo_dlx_worker``).
 
 A quorum queue with ``x-dead-letter-strategy: at-least-once`` (effective only with a DLX and overflow
-``reject-publish``, DLIM-6) does not publish its dead letters and forget them. It keeps them in a *discards*
-buffer that counts towards its length limits, and a worker forwards them to the DLX and removes each one only
-when every queue it routes to has accepted it. What this module models, as RabbitMQ 3.10 - 4.x do:
+``reject-publish``, ``rabbit_quorum_queue:dlh/5``) does not publish its dead letters and forget them. It keeps them
+in a *discards* buffer that counts towards its length limits, and a worker forwards them to the DLX and removes each
+one only when every queue it routes to has accepted it. What this module models, as RabbitMQ 3.10 - 4.x do:
 
 * The worker takes at most ``prefetch`` (``dead_letter_worker_consumer_prefetch``, 32) messages out of the
   discards at a time. A message is dead-lettered (its ``x-death`` recorded, at the clock's time) when the worker
@@ -11,7 +11,8 @@ when every queue it routes to has accepted it. What this module models, as Rabbi
   the node's publisher (:mod:`fakerabbit.broker.deadletter.publisher`: the same copy, routing and cycle test as
   at-most-once).
 * It is settled (gone) once every target queue accepted it. It stays *pending* when the DLX does not exist
-  (DR-1's exception), when nothing is bound (or only the queue it would cycle back to, CY-3), or when a target
+  (``rabbit_fifo_dlx_integration_SUITE:dlx_missing``), when nothing is bound (or only the queue it would cycle back
+  to, ``rabbit_fifo_dlx_integration_SUITE:cycle``), or when a target
   refused it (``reject-publish`` overflow); the queues that accepted it are not sent it again.
 * Pending messages are retried when the worker's timer fires, ``dead_letter_worker_publisher_confirm_timeout``
   (180 s) after the first message became pending and again every interval while any is pending: a message

@@ -1,6 +1,7 @@
 """The dead-letter publisher (``rabbit_dead_letter:publish/5``): a message that died in a queue is copied, its
 death recorded (:mod:`fakerabbit.broker.deadletter.xdeath`), routed through the queue's dead-letter exchange and
-published to every target queue it has not died in before (cycles, CY-1); or it is dropped.
+published to every target queue it has not died in before (cycles, ``rabbit_dead_letter:detect_cycles/3``); or it
+is dropped.
 
 At-most-once (every queue type's default) publishes and forgets. At-least-once (a quorum queue's
 ``x-dead-letter-strategy``) hands the messages to the queue's worker, which publishes them through this same
@@ -83,7 +84,7 @@ class DeadLetters:
         return self.history.copy(msg, queue, reason, dlx, dlrk, self.ctx.clock.now_ms() // 1000)
 
     def is_cycle(self, msg: Message, target_queue: str, reason: str) -> bool:
-        """CY-1: the copy ``msg`` would go back to ``target_queue``, where it died before with no rejection since."""
+        """The copy ``msg`` would go back to ``target_queue``, where it died before with no rejection since."""
         return self.history.is_cycle(msg, target_queue, reason)
 
     def route(self, queue: Queue, copy: Message) -> list[Queue] | None:

@@ -1,7 +1,7 @@
 """How dead-lettering records a death on the copy it publishes: ``x-death`` and the ``x-*-death-*`` headers, per
 version profile, and the cycle test that reads them.
 
-Spec sections C-G of ``shared/spec/rabbitmq-behaviour.md``. Two renderings, chosen by the profile
+Pinned by tests/conformance/test_dead_lettering_xdeath.py on every profile. Two renderings, chosen by the profile
 (:func:`history_for`):
 
 * :class:`LegacyHistory` (≤ 3.12, ``Profile.x_death_mc_order`` false) edits the ``x-death`` header *in place*,
@@ -10,12 +10,12 @@ Spec sections C-G of ``shared/spec/rabbitmq-behaviour.md``. Two renderings, chos
   original-expiration]}`` and sets ``x-first-death-*``; a later death takes the (queue, reason) entry out, bumps
   its ``count`` (or builds a new one) and puts it first **with its keys sorted**; every
   ``rabbit_misc:set_table_value`` call sorts the top-level headers by key; a DLRK deletes ``CC``. A
-  client-published ``x-death`` is simply part of the headers and is edited the same way (XR-3); a non-array
+  client-published ``x-death`` is simply part of the headers and is edited the same way; a non-array
   ``x-death`` is replaced by a fresh one-entry array.
 * :class:`RecordHistory` (≥ 3.13) keeps the history as :class:`~fakerabbit.broker.message.Death` records
   (``mc:record_death``) and renders them (``mc_amqpl:death_table``): ``original-expiration`` first,
   ``x-last-death-*`` too, headers sorted and the ``CC`` header kept. 3.13 parses a client ``x-death`` into records
-  (:func:`adopt_client_deaths`); 4.x ignores it (XR-1/2).
+  (:func:`adopt_client_deaths`, ``mc_amqpl:headers_to_deaths`` of 3.13); 4.x ignores it (4.0.1 release notes).
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class History:
         raise NotImplementedError
 
     def is_cycle(self, msg: Message, target_queue: str, reason: str) -> bool:
-        """CY-1: drop the copy for ``target_queue`` if it died there before with no ``rejected`` death since.
+        """``rabbit_dead_letter:detect_cycles/3``: drop the copy for ``target_queue`` if it died there before with no
+        ``rejected`` death since.
 
         ``msg`` is the dead-lettered copy (its newest death first)."""
         raise NotImplementedError
@@ -246,10 +247,10 @@ def history_for(profile: Profile) -> History:
 
 
 def adopt_client_deaths(msg: Message) -> None:
-    """Record a client-published ``x-death`` as the message's history (3.13 parses it, XR-2).
+    """Record a client-published ``x-death`` as the message's history (3.13 parses it: ``mc_amqpl:headers_to_deaths``).
 
     In LEGACY profiles the header itself is the history (it is edited in place when the message dies) and
-    the records are only kept for inspection; 4.x never calls this (XR-1).
+    the records are only kept for inspection; 4.x never calls this.
     """
     field = msg.header("x-death")
     if field is None or field[0] != "A":
@@ -294,9 +295,9 @@ def _group_by_queue_and_reason(items: list[Field]) -> list[Field]:
 
     Only arrays of more than one element are grouped, and the grouping (a ``lists:foldl`` that prepends, never
     reversed) **reverses** the entries: with three or more deaths the older entries flip order at every death,
-    which is observable (live 3.10.8) and even changes cycle detection (scenario Q6 drops the message on its
-    second lap). An entry without ``count`` gets the number of tables it stands for. Elements that are not
-    tables are kept (RabbitMQ would crash the queue on them).
+    which is observable (live 3.10.8) and even changes cycle detection (``dead_lettering_SUITE``'s
+    ``dead_letter_reject_expire_expire`` drops the message on its second lap). An entry without ``count`` gets the
+    number of tables it stands for. Elements that are not tables are kept (RabbitMQ would crash the queue on them).
     """
     if len(items) <= 1:
         return items

@@ -83,8 +83,11 @@ class ExchangeKind:
         """``validate/1``: check a new exchange's arguments (raise the AMQP error)."""
 
     @classmethod
-    def validate_binding(cls, routing_key: str, arguments: Table, destination_queue_type: str | None) -> None:
-        """``validate_binding/2``: check a new binding (``destination_queue_type``: None for an exchange)."""
+    def validate_binding(
+        cls, routing_key: str, arguments: Table, destination_queue_type: str | None, profile: Profile
+    ) -> None:
+        """``validate_binding/2``: check a new binding (``destination_queue_type``: None for an exchange; texts
+        per ``profile``)."""
 
 
 def check_type(name: str, exchange_types: Iterable[str], profile: Profile) -> None:

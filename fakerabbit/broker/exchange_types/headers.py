@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fakerabbit.broker import errors
+from fakerabbit.broker.erlterm import write
 from fakerabbit.broker.exchange_types.base import Binding, ExchangeKind, ExchangeType
 from fakerabbit.broker.fields import Table, type_name
+from fakerabbit.broker.profile import Profile
 
 __all__ = ["Headers", "headers_match"]
 
@@ -25,22 +27,28 @@ class Headers(ExchangeKind):
         return [b for b in self.bindings if headers_match(b.arguments, h)]
 
     @classmethod
-    def validate_binding(cls, routing_key: str, arguments: Table, destination_queue_type: str | None) -> None:
-        """``rabbit_exchange_type_headers:validate_binding/2``: ``x-match`` is one of the four modes."""
-        from fakerabbit.broker.arguments import _erl_value, erl_tp
+    def validate_binding(
+        cls, routing_key: str, arguments: Table, destination_queue_type: str | None, profile: Profile
+    ) -> None:
+        """``rabbit_exchange_type_headers:validate_binding/2``: ``x-match`` is one of the four modes (the value is
+        printed with ``~tp`` from 3.12: ``AMQPRules.unicode_texts``)."""
+        from fakerabbit.broker.arguments import _erl_value
 
         field = arguments.get("x-match")
         if field is None:
             return
+        unicode = profile.amqp.unicode_texts
         tag, value = field
         if tag == "S" and value in _X_MATCH_MODES:
             return
         if tag == "S":
             raise errors.PreconditionFailed(
-                f"Invalid x-match field value {erl_tp(_erl_value(field))}; expected all, any, all-with-x, or any-with-x"
+                f"Invalid x-match field value {write(_erl_value(field), unicode=unicode)}; "
+                "expected all, any, all-with-x, or any-with-x"
             )
         raise errors.PreconditionFailed(
-            f"Invalid x-match field type {type_name(tag)} (value {erl_tp(_erl_value(field))}); expected longstr"
+            f"Invalid x-match field type {type_name(tag)} (value {write(_erl_value(field), unicode=unicode)}); "
+            "expected longstr"
         )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from fakerabbit.broker import errors
 from fakerabbit.broker.exchange_types.base import Binding, ExchangeKind, ExchangeType
 from fakerabbit.broker.fields import Table
+from fakerabbit.broker.profile import Profile
 
 __all__ = ["LocalRandom"]
 
@@ -24,7 +25,9 @@ class LocalRandom(ExchangeKind):
         return [random.choice(local)] if local else []
 
     @classmethod
-    def validate_binding(cls, routing_key: str, arguments: Table, destination_queue_type: str | None) -> None:
+    def validate_binding(
+        cls, routing_key: str, arguments: Table, destination_queue_type: str | None, profile: Profile
+    ) -> None:
         """``validate_binding/2``: an empty key, to a classic queue (texts verified on 4.0.5 and 4.3.6)."""
         if routing_key != "":
             raise errors.PreconditionFailed(f"Non empty binding '{routing_key}' key not permitted")

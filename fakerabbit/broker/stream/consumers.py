@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors
-from fakerabbit.broker.arguments import Atom, check_max_age, erl_pretty, str_value
+from fakerabbit.broker.arguments import check_max_age, str_value
+from fakerabbit.broker.erlterm import Atom, pretty
 from fakerabbit.broker.fields import INTEGER_TAGS, Field, Table
 from fakerabbit.broker.queue import Consumer, ConsumerChannel, Queue
 from fakerabbit.broker.stream.log import StreamEntry
@@ -84,7 +85,7 @@ def check_stream_offset(field: Field, rs: str, profile: Profile) -> None:
     raw = value.encode("utf-8", "surrogateescape")
     term = (Atom("invalid_stream_offset_arg"), (Atom("longstr"), raw))
     prefix = f"invalid arg 'x-stream-offset' for {rs}: "
-    raise errors.PreconditionFailed(prefix + erl_pretty(term, len(prefix), 255))
+    raise errors.PreconditionFailed(prefix + pretty(term, len(prefix), line_length=255))
 
 
 def filter_spec(arguments: Table, profile: Profile) -> tuple[frozenset[str] | None, bool]:

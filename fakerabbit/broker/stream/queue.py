@@ -452,7 +452,7 @@ class StreamQueue(Queue):
         """Streams never requeue."""
 
     # -- refused operations ------------------------------------------------------------------------------
-    def fetch(self) -> Entry | None:
+    def fetch(self, settled: bool = False) -> Entry | None:
         rs = errors.rs_queue(self.name, self.vhost.name)
         raise errors.NotImplemented_(f"basic.get not supported by stream queues {rs}")
 

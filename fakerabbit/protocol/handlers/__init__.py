@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
 from fakerabbit.protocol.handlers import basic, channel, confirm, exchange, extensions, queue, tx
+from fakerabbit.protocol.handlers.context import Handler, MethodChannel
 
-if TYPE_CHECKING:
-    from fakerabbit.protocol.channel import ChannelHandler
-
-Handler = Callable[["ChannelHandler", Any, bytes], None]
+__all__ = ["HANDLERS", "Handler", "MethodChannel"]
 
 HANDLERS: dict[type, Handler] = {}
 for _module in (channel, exchange, queue, basic, confirm, tx, extensions):

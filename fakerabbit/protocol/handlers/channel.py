@@ -12,21 +12,18 @@ from fakerabbit.broker import errors
 from fakerabbit.protocol.codec import commands
 
 if TYPE_CHECKING:
-    from fakerabbit.protocol.channel import ChannelHandler
+    from fakerabbit.protocol.handlers.context import MethodChannel
 
 
-def channel_flow(ch: ChannelHandler, m: commands.Channel.Flow, payload: bytes) -> None:
+def channel_flow(ch: MethodChannel, m: commands.Channel.Flow, payload: bytes) -> None:
     # RabbitMQ stopped honouring a client's flow(active=false) in 3.3: it is a connection error.
     if not m.active:
         raise errors.NotImplemented_("active=false")
     ch.send(commands.Channel.FlowOk(active=True))
 
 
-def channel_close(ch: ChannelHandler, m: commands.Channel.Close, payload: bytes) -> None:
-    ch.flush_confirms()  # the confirms of publishes before the close still go out
-    ch.release()
-    ch.state = "closing"  # anything more on it is ignored until the close-ok is out
-    ch.conn.channel_closing(ch)
+def channel_close(ch: MethodChannel, m: commands.Channel.Close, payload: bytes) -> None:
+    ch.close_by_client()
 
 
 HANDLERS: dict[type, Any] = {

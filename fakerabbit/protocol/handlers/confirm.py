@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 from fakerabbit.protocol.codec import commands
 
 if TYPE_CHECKING:
-    from fakerabbit.protocol.channel import ChannelHandler
+    from fakerabbit.protocol.handlers.context import MethodChannel
 
 
-def confirm_select(ch: ChannelHandler, m: commands.Confirm.Select, payload: bytes) -> None:
+def confirm_select(ch: MethodChannel, m: commands.Confirm.Select, payload: bytes) -> None:
     ch.session.confirm_select()
     if not m.nowait:
         ch.send(commands.Confirm.SelectOk())

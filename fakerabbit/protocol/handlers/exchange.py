@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fakerabbit.protocol.codec import commands, strip_cr_lf, typed_arguments
+from fakerabbit.protocol.codec import arguments_of, commands, strip_cr_lf
 
 if TYPE_CHECKING:
-    from fakerabbit.protocol.channel import ChannelHandler
+    from fakerabbit.protocol.handlers.context import MethodChannel
 
 
-def exchange_declare(ch: ChannelHandler, m: commands.Exchange.Declare, payload: bytes) -> None:
+def exchange_declare(ch: MethodChannel, m: commands.Exchange.Declare, payload: bytes) -> None:
     ch.session.vhost.declare_exchange(
         ch.session.conn,
         strip_cr_lf(m.exchange or ""),
@@ -19,20 +19,20 @@ def exchange_declare(ch: ChannelHandler, m: commands.Exchange.Declare, payload: 
         durable=bool(m.durable),
         auto_delete=bool(m.auto_delete),
         internal=bool(m.internal),
-        arguments=typed_arguments(payload),
+        arguments=arguments_of(m),
     )
     if not m.nowait:
         ch.send(commands.Exchange.DeclareOk())
 
 
-def exchange_delete(ch: ChannelHandler, m: commands.Exchange.Delete, payload: bytes) -> None:
+def exchange_delete(ch: MethodChannel, m: commands.Exchange.Delete, payload: bytes) -> None:
     ch.session.vhost.delete_exchange(ch.session.conn, strip_cr_lf(m.exchange or ""), if_unused=bool(m.if_unused))
     if not m.nowait:
         ch.send(commands.Exchange.DeleteOk())
 
 
 def _binding(
-    ch: ChannelHandler, m: commands.Exchange.Bind | commands.Exchange.Unbind, payload: bytes, unbind: bool
+    ch: MethodChannel, m: commands.Exchange.Bind | commands.Exchange.Unbind, payload: bytes, unbind: bool
 ) -> None:
     ch.session.vhost.bind(
         ch.session.conn,
@@ -40,18 +40,18 @@ def _binding(
         strip_cr_lf(m.destination or ""),
         strip_cr_lf(m.source or ""),
         m.routing_key or "",
-        typed_arguments(payload),
+        arguments_of(m),
         unbind=unbind,
     )
 
 
-def exchange_bind(ch: ChannelHandler, m: commands.Exchange.Bind, payload: bytes) -> None:
+def exchange_bind(ch: MethodChannel, m: commands.Exchange.Bind, payload: bytes) -> None:
     _binding(ch, m, payload, unbind=False)
     if not m.nowait:
         ch.send(commands.Exchange.BindOk())
 
 
-def exchange_unbind(ch: ChannelHandler, m: commands.Exchange.Unbind, payload: bytes) -> None:
+def exchange_unbind(ch: MethodChannel, m: commands.Exchange.Unbind, payload: bytes) -> None:
     _binding(ch, m, payload, unbind=True)
     if not m.nowait:
         ch.send(commands.Exchange.UnbindOk())

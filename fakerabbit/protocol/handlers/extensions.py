@@ -9,17 +9,17 @@ from fakerabbit.broker import errors, texts
 from fakerabbit.protocol import framing
 
 if TYPE_CHECKING:
-    from fakerabbit.protocol.channel import ChannelHandler
+    from fakerabbit.protocol.handlers.context import MethodChannel
 
 
-def access_request(ch: ChannelHandler, m: framing.AccessRequest, payload: bytes) -> None:
-    ch.conn.write(
+def access_request(ch: MethodChannel, m: framing.AccessRequest, payload: bytes) -> None:
+    ch.write(
         framing.encode_raw_method(ch.number, framing.ACCESS_REQUEST_OK)  # ticket 1, whatever was asked
     )
 
 
-def basic_credit(ch: ChannelHandler, m: framing.BasicCredit, payload: bytes) -> None:
-    if not ch.conn.broker.profile.amqp.basic_credit:  # gone from rabbit_channel in 4.0 (native AMQP 1.0)
+def basic_credit(ch: MethodChannel, m: framing.BasicCredit, payload: bytes) -> None:
+    if not ch.rules.basic_credit:  # gone from rabbit_channel in 4.0 (native AMQP 1.0)
         raise errors.CommandInvalid(texts.UNIMPLEMENTED_METHOD)
     tag = str(getattr(m, "consumer_tag", ""))
     if tag not in ch.session.consumers:

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker.session import REPLY_TO
-from fakerabbit.protocol.codec import DeclareOk, commands, strip_cr_lf, typed_arguments
+from fakerabbit.protocol.codec import DeclareOk, arguments_of, commands, strip_cr_lf
 
 if TYPE_CHECKING:
-    from fakerabbit.protocol.channel import ChannelHandler
+    from fakerabbit.protocol.handlers.context import MethodChannel
 
 
-def queue_declare(ch: ChannelHandler, m: commands.Queue.Declare, payload: bytes) -> None:
+def queue_declare(ch: MethodChannel, m: commands.Queue.Declare, payload: bytes) -> None:
     name = strip_cr_lf(m.queue or "")
     session = ch.session
     if name == REPLY_TO:
@@ -30,14 +30,14 @@ def queue_declare(ch: ChannelHandler, m: commands.Queue.Declare, payload: bytes)
         durable=bool(m.durable),
         exclusive=bool(m.exclusive),
         auto_delete=bool(m.auto_delete),
-        arguments=typed_arguments(payload),
+        arguments=arguments_of(m),
     )
     session.last_queue = q.name
     if not m.nowait:
         ch.send(DeclareOk(q.name, *q.stat()))
 
 
-def _binding(ch: ChannelHandler, m: commands.Queue.Bind | commands.Queue.Unbind, payload: bytes, unbind: bool) -> None:
+def _binding(ch: MethodChannel, m: commands.Queue.Bind | commands.Queue.Unbind, payload: bytes, unbind: bool) -> None:
     session = ch.session
     raw_queue = strip_cr_lf(m.queue or "")
     queue = session.expand_queue_name(raw_queue)
@@ -50,30 +50,30 @@ def _binding(ch: ChannelHandler, m: commands.Queue.Bind | commands.Queue.Unbind,
         queue,
         strip_cr_lf(m.exchange or ""),
         routing_key,
-        typed_arguments(payload),
+        arguments_of(m),
         unbind=unbind,
     )
 
 
-def queue_bind(ch: ChannelHandler, m: commands.Queue.Bind, payload: bytes) -> None:
+def queue_bind(ch: MethodChannel, m: commands.Queue.Bind, payload: bytes) -> None:
     _binding(ch, m, payload, unbind=False)
     if not m.nowait:
         ch.send(commands.Queue.BindOk())
 
 
-def queue_unbind(ch: ChannelHandler, m: commands.Queue.Unbind, payload: bytes) -> None:
+def queue_unbind(ch: MethodChannel, m: commands.Queue.Unbind, payload: bytes) -> None:
     _binding(ch, m, payload, unbind=True)
     ch.send(commands.Queue.UnbindOk())
 
 
-def queue_purge(ch: ChannelHandler, m: commands.Queue.Purge, payload: bytes) -> None:
+def queue_purge(ch: MethodChannel, m: commands.Queue.Purge, payload: bytes) -> None:
     session = ch.session
     n = session.vhost.purge_queue(session.conn, session.expand_queue_name(m.queue or ""))
     if not m.nowait:
         ch.send(commands.Queue.PurgeOk(message_count=n))
 
 
-def queue_delete(ch: ChannelHandler, m: commands.Queue.Delete, payload: bytes) -> None:
+def queue_delete(ch: MethodChannel, m: commands.Queue.Delete, payload: bytes) -> None:
     session = ch.session
     name = session.expand_queue_name(strip_cr_lf(m.queue or ""))
     n = session.vhost.delete_queue_cmd(session.conn, name, if_unused=bool(m.if_unused), if_empty=bool(m.if_empty))

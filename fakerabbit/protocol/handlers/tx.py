@@ -7,20 +7,20 @@ from typing import TYPE_CHECKING, Any
 from fakerabbit.protocol.codec import commands
 
 if TYPE_CHECKING:
-    from fakerabbit.protocol.channel import ChannelHandler
+    from fakerabbit.protocol.handlers.context import MethodChannel
 
 
-def tx_select(ch: ChannelHandler, m: commands.Tx.Select, payload: bytes) -> None:
+def tx_select(ch: MethodChannel, m: commands.Tx.Select, payload: bytes) -> None:
     ch.session.tx_select()
     ch.send(commands.Tx.SelectOk())
 
 
-def tx_commit(ch: ChannelHandler, m: commands.Tx.Commit, payload: bytes) -> None:
+def tx_commit(ch: MethodChannel, m: commands.Tx.Commit, payload: bytes) -> None:
     ch.session.tx_commit()
     ch.send(commands.Tx.CommitOk())
 
 
-def tx_rollback(ch: ChannelHandler, m: commands.Tx.Rollback, payload: bytes) -> None:
+def tx_rollback(ch: MethodChannel, m: commands.Tx.Rollback, payload: bytes) -> None:
     ch.session.tx_rollback()
     ch.send(commands.Tx.RollbackOk())
 

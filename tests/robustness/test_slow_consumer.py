@@ -22,8 +22,8 @@ import pytest
 from pika import spec
 
 from fakerabbit import FakeRabbit
-from tests.conformance.rawamqp import RawAMQP
-from tests.stress.conftest import fake_connection
+from tests.rawamqp import RawAMQP
+from tests.robustness.conftest import fake_connection
 
 MESSAGE_SIZE = 65536
 MESSAGES = 800  # 50 MiB
@@ -67,7 +67,7 @@ class BufferWatch:
     def held(self) -> int:
         def size() -> int:
             transport = self.conn.transport
-            queued = sum(len(p) for p in self.conn._out)
+            queued = self.conn.output.queued()
             return queued + (transport.get_write_buffer_size() if transport is not None else 0)
 
         return self.rabbit._call(size)

@@ -1,4 +1,4 @@
-"""Shared pieces of the stress tests: an in-process FakeRabbit, a watch on escaped exceptions, and ways to find
+"""Shared pieces of the robustness tests: an in-process FakeRabbit, a watch on escaped exceptions, and ways to find
 the fake's side of a client connection.
 
 An exception that escapes a connection handler shows up in one of two places: the fake's own ``_process`` turns it

@@ -1,8 +1,15 @@
-"""A small raw-socket AMQP 0-9-1 client for conformance and robustness tests.
+"""The raw-socket AMQP 0-9-1 client of the test suite (conformance, robustness, the differential fuzzer).
 
 It does its own framing, so a test can send any bytes (truncated frames, a wrong frame-end octet, content on
-channel 0, unknown method ids) and see every byte that comes back. Method payloads are encoded and decoded with
-``pika.spec`` — a codec independent of the one fakerabbit uses (pamqp) — so the two cannot agree on a mistake.
+channel 0, unknown method ids) and see every byte that comes back. Method payloads and the property blocks a test
+builds are encoded and decoded with ``pika.spec`` — a codec independent of the one fakerabbit uses (pamqp) — so
+the two cannot agree on a mistake.
+
+pika decodes a headers table into a dict and so hides the wire type of each value (``l`` long vs ``I`` signedint,
+``T`` timestamp) and, from 3.13, the order of the keys. For those, :meth:`RawAMQP.basic_get` returns a
+:class:`RawMessage` that keeps the content-header property block exactly as received
+(:class:`~fakerabbit.broker.properties.RawProperties`, read with fakerabbit's tag-preserving table codec), and
+:meth:`RawAMQP.publish` sends a property block given as bytes unchanged, for headers with exact types.
 """
 
 from __future__ import annotations
@@ -11,11 +18,14 @@ import socket
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import unquote, urlparse
 
 from pika import data as pika_data
 from pika import spec
+
+from fakerabbit.broker.fields import Field, Table
+from fakerabbit.broker.properties import RawProperties
 
 HEADER = b"AMQP\x00\x00\x09\x01"
 FRAME_END = b"\xce"
@@ -45,11 +55,22 @@ def method_frame(channel: int, method: Any) -> bytes:
     return frame(1, channel, method_payload(method))
 
 
+#: A content header's property block: pika properties (encoded by pika), or the exact bytes to send.
+Properties: TypeAlias = "spec.BasicProperties | RawProperties | bytes"
+
+
+def property_block(props: Properties | None) -> bytes:
+    if isinstance(props, bytes):
+        return props
+    if isinstance(props, RawProperties):
+        return props.raw
+    return b"".join((props or spec.BasicProperties()).encode())
+
+
 def header_frame(
-    channel: int, body_size: int, props: spec.BasicProperties | None = None, class_id: int = 60, weight: int = 0
+    channel: int, body_size: int, props: Properties | None = None, class_id: int = 60, weight: int = 0
 ) -> bytes:
-    props = props or spec.BasicProperties()
-    return frame(2, channel, struct.pack(">HHQ", class_id, weight, body_size) + b"".join(props.encode()))
+    return frame(2, channel, struct.pack(">HHQ", class_id, weight, body_size) + property_block(props))
 
 
 def body_frame(channel: int, body: bytes) -> bytes:
@@ -126,6 +147,40 @@ class Delivery:
     body: bytes
 
 
+@dataclass(frozen=True)
+class RawMessage:
+    """A ``basic.get-ok`` with its content, as received: the property block's bytes kept as they came."""
+
+    delivery_tag: int
+    redelivered: bool
+    exchange: str
+    routing_key: str
+    message_count: int
+    props: RawProperties
+    body: bytes
+
+    @property
+    def headers(self) -> Table:
+        """The typed headers table (wire order, wire types); empty if there are none."""
+        return self.props.headers or {}
+
+
+def field_types(table: Table) -> list[tuple[str, str]]:
+    """``[(key, tag), ...]`` in wire order: what a test compares to check types and key order at once."""
+    return [(k, tag) for k, (tag, _v) in table.items()]
+
+
+def array_of_tables(field: Field) -> list[Table]:
+    """The tables inside an ``A`` array field (asserting every element is an ``F`` table)."""
+    tag, items = field
+    assert tag == "A", f"expected an array, got {tag}"
+    out: list[Table] = []
+    for t, v in items:
+        assert t == "F", f"expected a table element, got {t}"
+        out.append(v)
+    return out
+
+
 @dataclass
 class RawAMQP:
     """One TCP connection speaking (or mis-speaking) AMQP."""
@@ -139,6 +194,7 @@ class RawAMQP:
     start: Frame | None = None
     tune: Frame | None = None
     seen: list[Frame] = field(default_factory=list)
+    opened: bool = False  # connection.open-ok arrived
 
     # -- construction -----------------------------------------------------------------------------------------
     @classmethod
@@ -159,7 +215,7 @@ class RawAMQP:
         vhost: str | None = None,
         mechanism: str = "PLAIN",
         response: bytes | None = None,
-        client_properties: dict[str, Any] | None = None,
+        client_properties: dict[str, Any] | bytes | None = None,
         channel_max: int = 2047,
         frame_max: int = 131072,
         heartbeat: int = 0,
@@ -167,7 +223,9 @@ class RawAMQP:
     ) -> RawAMQP:
         """Handshake up to open-ok (or stop earlier: ``open=False`` stops after tune-ok).
 
-        If the broker refuses, the connection is returned as it stands; check :attr:`start` / :attr:`tune`.
+        ``client_properties`` as bytes is an encoded field table (length included), sent as it is: for tables
+        pika cannot encode, such as ones nested thousands deep. If the broker refuses, the connection is returned
+        as it stands; check :attr:`start` / :attr:`tune` / :attr:`opened`.
         """
         u = urlparse(url)
         user = unquote(u.username or "guest") if user is None else user
@@ -184,15 +242,27 @@ class RawAMQP:
                 if mechanism == "PLAIN"
                 else amqplain_response(user, password)
             )
-        c.send_method(
-            0,
-            spec.Connection.StartOk(
-                client_properties=DEFAULT_CLIENT_PROPERTIES if client_properties is None else client_properties,
-                mechanism=mechanism,
-                response=response,
-                locale="en_US",
-            ),
-        )
+        if isinstance(client_properties, bytes):
+            shortstr, longstr = struct.Struct(">B"), struct.Struct(">I")
+            args = (
+                client_properties
+                + shortstr.pack(len(mechanism))
+                + mechanism.encode()
+                + longstr.pack(len(response))
+                + response
+                + b"\x05en_US"
+            )
+            c.send(frame(1, 0, struct.pack(">HH", 10, 11) + args))
+        else:
+            c.send_method(
+                0,
+                spec.Connection.StartOk(
+                    client_properties=DEFAULT_CLIENT_PROPERTIES if client_properties is None else client_properties,
+                    mechanism=mechanism,
+                    response=response,
+                    locale="en_US",
+                ),
+            )
         f = c.read_frame()
         if f is None or f.name != "Connection.Tune":
             if f is not None:
@@ -202,8 +272,16 @@ class RawAMQP:
         c.send_method(0, spec.Connection.TuneOk(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat))
         if open:
             reply = c.rpc(0, spec.Connection.Open(virtual_host=vhost), "Connection.OpenOk")
-            if reply.name != "Connection.OpenOk":
+            c.opened = reply.name == "Connection.OpenOk"
+            if not c.opened:
                 c.seen.append(reply)
+        return c
+
+    @classmethod
+    def with_channel(cls, url: str, channel: int = 1, **kwargs: Any) -> RawAMQP:
+        """:meth:`connect` (same keywords), then open ``channel``."""
+        c = cls.connect(url, **kwargs)
+        c.open_channel(channel)
         return c
 
     # -- output -----------------------------------------------------------------------------------------------
@@ -219,7 +297,7 @@ class RawAMQP:
         exchange: str,
         routing_key: str,
         body: bytes = b"x",
-        props: spec.BasicProperties | None = None,
+        props: Properties | None = None,
         *,
         mandatory: bool = False,
         immediate: bool = False,
@@ -332,21 +410,59 @@ class RawAMQP:
                 self.seen.append(f)
                 out.append(f)
 
-    def get_message(self, channel: int, timeout: float = 5.0) -> Delivery:
-        """After a deliver / get-ok / return method frame: read its header and body frames."""
+    def _content(self, channel: int, timeout: float) -> tuple[Frame, bytes]:
         head = self.read_frame(timeout)
-        assert head is not None and head.type == 2 and head.properties is not None, head
+        assert head is not None and head.type == 2, head
         body = b""
         while len(body) < head.body_size:
             f = self.read_frame(timeout)
             assert f is not None and f.type == 3 and f.channel == channel, f
             body += f.payload
+        return head, body
+
+    def get_message(self, channel: int, timeout: float = 5.0) -> Delivery:
+        """After a deliver / get-ok / return method frame: read its header and body frames."""
+        head, body = self._content(channel, timeout)
+        assert head.properties is not None, head
         return Delivery(None, head.properties, body)
+
+    def basic_get(
+        self, queue: str, *, no_ack: bool = True, channel: int = 1, timeout: float = 5.0
+    ) -> RawMessage | None:
+        """``basic.get``: the message with its property block as received, or None when the queue is empty."""
+        f = self.rpc(
+            channel, spec.Basic.Get(queue=queue, no_ack=no_ack), "Basic.GetOk", "Basic.GetEmpty", timeout=timeout
+        )
+        if f.name == "Basic.GetEmpty":
+            return None
+        assert f.name == "Basic.GetOk", f"basic.get on {queue!r}: {f!r}"
+        head, body = self._content(channel, timeout)
+        m = f.method
+        return RawMessage(
+            int(m.delivery_tag),
+            bool(m.redelivered),
+            str(m.exchange),
+            str(m.routing_key),
+            int(m.message_count),
+            RawProperties(head.payload[12:]),
+            body,
+        )
 
     # -- conveniences -----------------------------------------------------------------------------------------
     def open_channel(self, channel: int = 1) -> None:
         f = self.rpc(channel, spec.Channel.Open(), "Channel.OpenOk")
         assert f.name == "Channel.OpenOk", f
+
+    def sync(self, channel: int = 1) -> None:
+        """A round trip (``basic.qos``, prefetch 0), so every method sent before it has been processed."""
+        f = self.rpc(channel, spec.Basic.Qos(0, 0, False), "Basic.QosOk")
+        assert f.name == "Basic.QosOk", f
+
+    def ack(self, delivery_tag: int, *, multiple: bool = False, channel: int = 1) -> None:
+        self.send_method(channel, spec.Basic.Ack(delivery_tag, multiple))
+
+    def reject(self, delivery_tag: int, *, requeue: bool = False, channel: int = 1) -> None:
+        self.send_method(channel, spec.Basic.Reject(delivery_tag, requeue))
 
     def close_ok(self, channel: int = 0) -> None:
         self.send_method(channel, spec.Connection.CloseOk() if channel == 0 else spec.Channel.CloseOk())
