@@ -8,7 +8,6 @@ import concurrent.futures
 import os
 import ssl
 import threading
-import warnings
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -179,24 +178,6 @@ class FakeRabbit(TestingAPI):
                 tls=self._tls_context if management_tls else None,
                 tls_port=management_tls_port,
             )
-
-    # -- deprecated: internals that used to be public -------------------------------------------------------
-    @property
-    def broker(self) -> Broker:
-        """Deprecated (internal): the broker model. Use the inspection methods, :meth:`set_permissions`, ..."""
-        warnings.warn("FakeRabbit.broker is internal and will go", DeprecationWarning, stacklevel=2)
-        return self._broker
-
-    @property
-    def server(self) -> Listener:
-        """Deprecated (internal): the AMQP listener. Use :meth:`set_alarm`, :meth:`block`, ..."""
-        warnings.warn("FakeRabbit.server is internal and will go", DeprecationWarning, stacklevel=2)
-        return self._listener
-
-    def call(self, fn: Callable[[], T]) -> T:
-        """Deprecated (internal): run ``fn`` on the server's loop."""
-        warnings.warn("FakeRabbit.call is internal and will go", DeprecationWarning, stacklevel=2)
-        return self._call(fn)
 
     # -- addresses ------------------------------------------------------------------------------------------
     def _first_user(self) -> str:

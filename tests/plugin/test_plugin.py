@@ -151,7 +151,7 @@ def test_ini_and_command_line_defaults(run) -> None:  # type: ignore[no-untyped-
             conn.close()
             print("VERSION", v.decode() if isinstance(v, bytes) else v)
             assert fakerabbit_url.startswith("amqp://bob:pw@")
-            assert sorted(fakerabbit.broker.vhosts) == ["/", "other"]
+            assert sorted(fakerabbit._broker.vhosts) == ["/", "other"]
             assert fakerabbit.clock.now() == datetime(2024, 2, 29, tzinfo=timezone.utc)
         """
     ini = """

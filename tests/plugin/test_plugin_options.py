@@ -54,12 +54,12 @@ def test_off_by_default(fakerabbit):
 
 @pytest.mark.fakerabbit(dead_letter_retry_interval=5, memory_high_watermark=1000)
 def test_other_constructor_options(fakerabbit):
-    assert fakerabbit.broker.dead_letter_confirm_timeout_ms == 5000
-    assert fakerabbit.server.alarms.memory_high_watermark == 1000
+    assert fakerabbit._broker.dead_letter_confirm_timeout_ms == 5000
+    assert fakerabbit._listener.alarms.memory_high_watermark == 1000
 
 def test_defaults_again(fakerabbit):
-    assert fakerabbit.broker.dead_letter_confirm_timeout_ms == 180_000
-    assert fakerabbit.server.alarms.memory_high_watermark is None
+    assert fakerabbit._broker.dead_letter_confirm_timeout_ms == 180_000
+    assert fakerabbit._listener.alarms.memory_high_watermark is None
 """
 
 
@@ -109,15 +109,15 @@ def test_plugins_marker(run) -> None:  # type: ignore[no-untyped-def]
         import pytest
 
         def test_default_has_the_delayed_exchange(fakerabbit):
-            assert "x-delayed-message" in fakerabbit.broker.exchange_types
+            assert "x-delayed-message" in fakerabbit._broker.exchange_types
 
         @pytest.mark.fakerabbit(plugins=())
         def test_off(fakerabbit):
-            assert "x-delayed-message" not in fakerabbit.broker.exchange_types
+            assert "x-delayed-message" not in fakerabbit._broker.exchange_types
 
         @pytest.mark.fakerabbit(plugins="rabbitmq_delayed_message_exchange")
         def test_named(fakerabbit):
-            assert fakerabbit.broker.plugins == {"rabbitmq_delayed_message_exchange"}
+            assert fakerabbit._broker.plugins == {"rabbitmq_delayed_message_exchange"}
 
         @pytest.mark.fakerabbit(plugins=["rabbitmq_shovel"])
         def test_unknown(fakerabbit):

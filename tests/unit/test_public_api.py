@@ -40,14 +40,11 @@ def test_importing_fakerabbit_does_not_load_the_management_api() -> None:
     assert out.strip() == "False"
 
 
-def test_the_old_internal_attributes_still_work_but_warn() -> None:
+def test_the_internals_are_private() -> None:
+    """``broker``, ``server`` and ``call`` were public once; they are internal now (issue 13) and gone."""
     rabbit = fakerabbit.FakeRabbit()
-    with pytest.warns(DeprecationWarning, match="FakeRabbit.broker is internal"):
-        assert rabbit.broker is rabbit._broker
-    with pytest.warns(DeprecationWarning, match="FakeRabbit.server is internal"):
-        assert rabbit.server is rabbit._listener
-    with pytest.warns(DeprecationWarning, match="FakeRabbit.call is internal"):
-        assert rabbit.call(lambda: 42) == 42
+    for name in ("broker", "server", "call"):
+        assert not hasattr(rabbit, name)
 
 
 def test_set_permissions_and_set_alarm_replace_reaching_into_internals() -> None:
