@@ -110,6 +110,8 @@ class Session:
         self.confirm = False
         self.next_publish_seq = 1
         self.tx = False
+        #: quorum queues this channel has enqueued to (rabbit_fifo_client registers an enqueuer on the first publish)
+        self._enqueuer_of: set[object] = set()
         self._tx_publishes: list[tuple[Message, str, bool, int]] = []
         self._tx_settles: list[tuple[str, list[Unacked], bool]] = []
         self.reply_to_token: str | None = None
@@ -204,17 +206,32 @@ class Session:
         if len(queues) > 1:
             # RabbitMQ hands the message to every queue before any of them dead-letters it (dead letters are
             # published asynchronously): a copy that dies at once in one queue reaches the others after it.
+            # A channel's first publish to a quorum queue waits for rabbit_fifo_client's enqueuer registration (a
+            # round trip to the queue): what the other queues dead-letter into it meanwhile lands first.
             dead_letters = self.broker.dead_letters
+            registering: list[Queue] | None = None
             held = dead_letters.hold()
             try:
                 for q in queues:
-                    if not (q.write(msg, self, seq > 0) if isinstance(q, StreamQueue) else q.publish(msg)):
+                    if q.is_quorum and q not in self._enqueuer_of:
+                        self._enqueuer_of.add(q)
+                        if registering is None:
+                            registering = [q]
+                        else:
+                            registering.append(q)
+                    elif not (q.write(msg, self, seq > 0) if isinstance(q, StreamQueue) else q.publish(msg)):
                         accepted = False
             finally:
                 if held:
                     dead_letters.release()
+            if registering is not None:
+                for q in registering:
+                    if not q.publish(msg):
+                        accepted = False
         elif queues:
             q = queues[0]
+            if q.is_quorum:
+                self._enqueuer_of.add(q)
             if not (q.write(msg, self, seq > 0) if q.is_stream and isinstance(q, StreamQueue) else q.publish(msg)):
                 accepted = False
         if not queues and mandatory:
