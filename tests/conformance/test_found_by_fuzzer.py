@@ -476,7 +476,7 @@ def test_first_publish_to_a_quorum_queue_lands_after_what_other_queues_dead_lett
     ch.basic_publish(fanout, "", b"m", pika.BasicProperties(expiration="0"))
     expected = 1 if registered else 2
     assert ready(broker, ch, q, expected) == expected
-    method, props, body = ch.basic_get(q, auto_ack=True)
+    _, props, body = ch.basic_get(q, auto_ack=True)
     assert body == b"m" and props.expiration is None  # the dead-lettered copy; the original expired on the way
     assert [d["queue"] for d in props.headers["x-death"]] == [classic]
     assert ch.basic_get(q, auto_ack=True) == (None, None, None)
