@@ -156,8 +156,7 @@ class RealBroker:
             {"pattern": pattern, "definition": definition, "priority": priority, "apply-to": apply_to},
         )
         if status == 400 and isinstance(body, dict):
-            lines = [ln for ln in html.unescape(str(body.get("reason", ""))).splitlines() if ln.strip()]
-            raise PolicyRefused(lines[-1] if lines else str(body))
+            raise PolicyRefused(validation_message(str(body.get("reason", ""))) or str(body))
         if status >= 300:
             raise RuntimeError(f"set {kind} {name} on RabbitMQ {self.label}: {status} {body}")
         time.sleep(0.05)  # policies are applied to queues asynchronously
@@ -194,6 +193,13 @@ class RealBroker:
 
 class PolicyRefused(Exception):
     """A live broker refused a policy; ``str()`` is its validation message (as rabbitmqctl prints it)."""
+
+
+def validation_message(text: str) -> str:
+    """RabbitMQ's validation message in a refusal (the management API's ``reason``, HTML-escaped, or
+    rabbitmqctl's stderr): the text after ``Validation failed``, its ``~p`` line wrapping undone."""
+    text = html.unescape(text).split("Validation failed", 1)[-1].strip()
+    return text.replace("\n ", "").replace("\n", "")
 
 
 def _management_for(url: str) -> str:

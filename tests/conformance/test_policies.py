@@ -27,6 +27,7 @@ from tests.conformance.dlhelpers import (
     wait_ready,
 )
 from tests.conformance.versions import for_versions
+from tests.realbrokers import PolicyRefused, validation_message
 
 
 def _dead_letter_one(broker: Target, ch, q: str) -> None:
@@ -351,7 +352,7 @@ def _policy_error(broker: Target, definition: dict[str, object]) -> str:
     assert broker.real is not None
     out = broker.real.ctl("-q", "set_policy", name, pattern, json.dumps(definition), "--apply-to", "queues")
     assert out.returncode != 0
-    return out.stderr.strip().splitlines()[-1]
+    return validation_message(out.stderr)
 
 
 @pytest.mark.parametrize(
@@ -371,25 +372,20 @@ def test_pol6_pol7_policy_validation(broker: Target, definition: dict[str, objec
 
 
 def _policy_accepted_or_error(broker: Target, definition: dict[str, object], operator: bool = False) -> str | None:
-    """None when the (operator) policy is accepted (and then cleared), else the validation message."""
+    """None when the (operator) policy is accepted (and then cleared), else the validation message.
+
+    The real broker is asked through its management API, whose 400 ``reason`` carries the very text rabbitmqctl
+    prints (both call ``rabbit_policy``'s validation; compared for every case here on live 3.10.8, 4.0.5 and
+    4.3.6), in milliseconds instead of rabbitmqctl's second; test_pol6_pol7_policy_validation keeps rabbitmqctl.
+    """
     name = broker.name("pol")
     pattern = anchored(name)
-    kind = "operator_policy" if operator else "policy"
-    if broker.fake is not None:
-        try:
-            getattr(broker.fake, f"set_{kind}")(name, pattern, dict(definition))
-        except PolicyError as e:
-            return str(e)
-        getattr(broker.fake, f"clear_{kind}")(name)
-        return None
-    assert broker.real is not None
-    out = broker.real.ctl("-q", f"set_{kind}", name, pattern, json.dumps(definition), "--apply-to", "queues")
-    if out.returncode == 0:
-        broker.real.ctl("-q", f"clear_{kind}", name)
-        return None
-    # rabbitmqctl prints the message after "Validation failed", ~p-wrapped over lines when long
-    text = out.stderr.split("Validation failed", 1)[-1].strip()
-    return text.replace("\n ", "").replace("\n", "")
+    try:
+        broker.set_policy(name, pattern, dict(definition), operator=operator)
+    except (PolicyError, PolicyRefused) as e:
+        return str(e)
+    broker.clear_policy(name, operator=operator)
+    return None
 
 
 NOT_RECOGNISED = '[{{<<"{key}">>,{value}}}] are not recognised policy settings'
