@@ -20,7 +20,7 @@ from fakerabbit.broker.events import DELIVERED, DELIVERED_GET, PUBLISHED, ROUTED
 from fakerabbit.broker.fields import INTEGER_TAGS, Table, type_name
 from fakerabbit.broker.ids import new_tag
 from fakerabbit.broker.message import Message
-from fakerabbit.broker.properties import PropertiesError, RawProperties
+from fakerabbit.broker.properties import PUBLISH_READ_FLAGS, PropertiesError, RawProperties
 from fakerabbit.broker.queue import Consumer, Entry, Queue
 from fakerabbit.broker.quorum_delivery import delivery_props
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from fakerabbit.broker.vhost import Vhost
 
 REPLY_TO = "amq.rabbitmq.reply-to"
+_REPLY_TO_PREFIX = REPLY_TO + "."
 
 
 class SessionSink(Protocol):
@@ -149,6 +150,23 @@ class Session:
                 props.validate()
             except PropertiesError:
                 raise errors.InternalError("") from None
+        broker = self.broker
+        if len(props_raw) < 2 or (props_raw[0] << 8 | props_raw[1]) & PUBLISH_READ_FLAGS:
+            msg = self._message(exchange, routing_key, props, body)
+        else:  # none of the properties read below is set: no TTL, user-id or reply-to, no headers to sort or read
+            msg = Message(exchange, (routing_key,), props, body, msg_id=broker.next_msg_id())
+        seq = 0
+        if self.confirm:
+            seq = self.next_publish_seq
+            self.next_publish_seq += 1
+        if self.tx:
+            self._tx_publishes.append((msg, exchange, mandatory, seq))
+            return
+        self._route(msg, exchange, mandatory, seq)
+
+    def _message(self, exchange: str, routing_key: str, props: RawProperties, body: bytes) -> Message:
+        """The message of a publish whose properties are read: expiration, user-id, delivery-mode and reply-to
+        checked in rabbit_channel's order, headers sorted (3.13+), CC/BCC and a client's x-death read."""
         ttl: int | None = None
         expiration = props.expiration
         if expiration is not None:
@@ -178,25 +196,20 @@ class Session:
         )
         if self.broker.profile.client_x_death != "ignore":
             adopt_client_deaths(msg)
-        seq = 0
-        if self.confirm:
-            seq = self.next_publish_seq
-            self.next_publish_seq += 1
-        if self.tx:
-            self._tx_publishes.append((msg, exchange, mandatory, seq))
-            return
-        self._route(msg, exchange, mandatory, seq)
+        return msg
 
     def _route(self, msg: Message, exchange: str, mandatory: bool, seq: int) -> None:
         events = self.broker.events
-        events.record(PUBLISHED, msg.id, exchange, msg.routing_key)
-        if exchange == "" and msg.routing_key.startswith(REPLY_TO + "."):
+        routing_key = msg.routing_keys[0]
+        events.record(PUBLISHED, msg.id, exchange, routing_key)
+        if exchange == "" and routing_key.startswith(_REPLY_TO_PREFIX):
             self._direct_reply(msg, mandatory, seq)
             return
-        x = self.vhost.exchanges.get(exchange)
-        queues = self.vhost.route(x, msg) if x is not None else []
+        vhost = self.vhost
+        x = vhost.exchanges.get(exchange)
+        queues = vhost.route(x, msg) if x is not None else []
         if events.enabled:
-            events.record(ROUTED, msg.id, tuple([q.name for q in queues]))
+            events.record(ROUTED, msg.id, (queues[0].name,) if len(queues) == 1 else tuple([q.name for q in queues]))
         accepted = True
         if len(queues) > 1:
             # RabbitMQ hands the message to every queue before any of them dead-letters it (dead letters are
