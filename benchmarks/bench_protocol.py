@@ -3,13 +3,21 @@ is fed pika-shaped frames in 64 KiB chunks and writes into a list. Measures the 
 in ``time.process_time()``, which other load on the machine hardly inflates; ``--profile`` prints cProfile's
 top entries instead.
 
-    python benchmarks/bench_protocol.py                 # publish, consume+ack: µs per message, medians of 5
+    python benchmarks/bench_protocol.py                 # µs per message (per cycle), medians of 5
     python benchmarks/bench_protocol.py --quick
     python benchmarks/bench_protocol.py --profile publish
+    python benchmarks/bench_protocol.py --instructions  # instructions per message under callgrind (deterministic)
 
 Workloads: ``publish`` (basic.publish, 100-byte body, no properties, to a queue), ``consume`` (the queued
 messages go to a consumer with prefetch 200 and each is acked by a basic.ack fed back in), ``confirm``
-(publish on a channel in confirm mode, one publish per chunk: the confirm path per message).
+(publish on a channel in confirm mode, one publish per chunk: the confirm path per message), ``cycle`` (a
+per-test cycle on a new connection, as pika writes it: handshake, channel, exclusive queue.declare, publish,
+basic.get, channel.close, connection.close).
+
+``--instructions`` runs each workload under valgrind's callgrind, collecting only inside the timed part
+(``functools.reduce`` wraps it), after a warm-up: the count does not move with the machine's load, so two
+versions can be compared on a busy machine (``PYTHONPATH=/tmp/old python benchmarks/bench_protocol.py
+--instructions``).
 """
 
 from __future__ import annotations
@@ -175,6 +183,61 @@ def prepare_confirm(rig: Rig, n: int, ch: int = 2) -> Callable[[], None]:
     return go
 
 
+#: the client properties pika 1.4 sends
+PIKA_CLIENT_PROPERTIES = {
+    "product": "Pika Python Client Library",
+    "platform": "Python 3.11.7",
+    "capabilities": {
+        "authentication_failure_close": True,
+        "basic.nack": True,
+        "connection.blocked": True,
+        "consumer_cancel_notify": True,
+        "publisher_confirms": True,
+    },
+    "information": "See http://pika.rtfd.org",
+    "version": "1.4.4",
+}
+
+
+def prepare_cycle(rig: Rig, n: int) -> Callable[[], None]:
+    """``n`` per-test cycles, each on a new connection, in pika's writes: handshake, channel.open, an exclusive
+    queue.declare, a publish to it, basic.get, channel.close, connection.close, the socket closed."""
+    cycles = []
+    for i in range(n):
+        q = f"cycle-{i}"
+        cycles.append(
+            [
+                b"AMQP\x00\x00\x09\x01",
+                m(
+                    0,
+                    commands.Connection.StartOk(
+                        client_properties=PIKA_CLIENT_PROPERTIES, mechanism="PLAIN", response="\x00guest\x00guest"
+                    ),
+                ),
+                m(0, commands.Connection.TuneOk(channel_max=2047, frame_max=131072, heartbeat=60))
+                + m(0, commands.Connection.Open(virtual_host="/")),
+                m(1, commands.Channel.Open()),
+                m(1, commands.Queue.Declare(queue=q, exclusive=True)),
+                publish_frames(1, q),
+                m(1, commands.Basic.Get(queue=q, no_ack=True)),
+                m(1, commands.Channel.Close(reply_code=200, reply_text="Normal shutdown", class_id=0, method_id=0)),
+                m(0, commands.Connection.Close(reply_code=200, reply_text="Normal shutdown", class_id=0, method_id=0)),
+            ]
+        )
+    server = rig.server
+
+    def go() -> None:
+        for writes in cycles:
+            conn = AMQPConnection(server)
+            sink = Sink()
+            conn.connection_made(sink)  # type: ignore[arg-type]
+            for data in writes:
+                conn.data_received(data)
+            conn.connection_lost(None)
+
+    return go
+
+
 def timed(fn: Callable[[], None]) -> float:
     t0 = time.process_time()
     fn()
@@ -197,7 +260,11 @@ def run_confirm(rig: Rig, n: int) -> float:
     return timed(prepare_confirm(rig, n))
 
 
-WORKLOADS = ("publish", "consume", "confirm")
+def run_cycle(rig: Rig, n: int) -> float:
+    return timed(prepare_cycle(rig, n))
+
+
+WORKLOADS = ("publish", "consume", "confirm", "cycle")
 
 
 def count_one(workload: str, n: int) -> None:
@@ -209,8 +276,12 @@ def count_one(workload: str, n: int) -> None:
             prepare_publish(rig, size)()
             rig.sink.out.clear()
             go = prepare_consume(rig, size)
+        elif workload == "publish":
+            go = prepare_publish(rig, size)
+        elif workload == "confirm":
+            go = prepare_confirm(rig, size, 2 + (size == n))
         else:
-            go = prepare_publish(rig, size) if workload == "publish" else prepare_confirm(rig, size, 2 + (size == n))
+            go = prepare_cycle(rig, size)
         if size == n:
             functools.reduce(lambda _a, _b: go(), [None], None)
         else:
@@ -255,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("-n", type=int, default=None, help="messages per run (default 20000)")
     ap.add_argument("--reps", type=int, default=None, help="default 5")
-    ap.add_argument("--profile", choices=["publish", "consume", "confirm"], default=None)
+    ap.add_argument("--profile", choices=WORKLOADS, default=None)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument(
         "--instructions",
@@ -284,18 +355,22 @@ def main(argv: list[str] | None = None) -> int:
             if args.profile == "consume":
                 run_publish(rig, n)
             prof = cProfile.Profile()
-            fn = {"publish": run_publish, "consume": run_consume, "confirm": run_confirm}[args.profile]
+            fn = {"publish": run_publish, "consume": run_consume, "confirm": run_confirm, "cycle": run_cycle}[
+                args.profile
+            ]
             prof.enable()
             fn(rig, n)
             prof.disable()
             pstats.Stats(prof).sort_stats("tottime").print_stats(args.top)
             return 0
-        res: dict[str, list[float]] = {"publish": [], "consume": [], "confirm": []}
+        res: dict[str, list[float]] = {"publish": [], "consume": [], "confirm": [], "cycle": []}
         for _ in range(reps):
             rig = Rig()
             res["publish"].append(run_publish(rig, n) / n * 1e6)
             res["consume"].append(run_consume(rig, n) / n * 1e6)
             res["confirm"].append(run_confirm(rig, max(n // 4, 10)) / max(n // 4, 10) * 1e6)
+            cycles = max(n // 20, 10)
+            res["cycle"].append(run_cycle(rig, cycles) / cycles * 1e6)
             rig.conn.connection_lost(None)
         print(f"python {sys.version.split()[0]}, N={n}, reps={reps}: CPU µs per message (median, min-max)")
         for k, v in res.items():
