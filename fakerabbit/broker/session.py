@@ -94,6 +94,7 @@ class Session:
         self.vhost = vhost
         self.broker = vhost.broker
         self.sink = sink
+        self._writable = getattr(sink, "writable", None)  # sinks written before back-pressure may lack it
         self.next_tag = 1
         self.unacked: dict[int, Unacked] = {}
         self.consumers: dict[str, Consumer] = {}
@@ -120,7 +121,7 @@ class Session:
     @property
     def flow_active(self) -> bool:
         """Deliveries may go out (the client's socket is writable; RabbitMQ refuses channel.flow active=false)."""
-        writable = getattr(self.sink, "writable", None)  # sinks written before back-pressure may lack it
+        writable = self._writable
         return True if writable is None else bool(writable())
 
     def publish(
@@ -383,17 +384,18 @@ class Session:
     def deliver(self, c: Consumer, q: Queue, e: Entry) -> None:
         tag = self.next_tag
         self.next_tag += 1
-        q.on_delivered(e, c.no_ack)
-        if not c.no_ack:
+        no_ack = c.no_ack
+        q.on_delivered(e, no_ack)
+        msg = e.msg
+        if not no_ack:
             u = self.unacked[tag] = Unacked(tag, q, e, c)
             c.unacked += 1
             self.global_unacked += 1
-            self.unacked_bytes += q.msg_bytes(e.msg)
+            self.unacked_bytes += q.msg_bytes(msg)
             self.ack_timer.delivered(u)
-        props = self._delivery_props(q, e)
-        msg = e.msg
+        props = msg.props.raw if not q.is_quorum else delivery_props(e, self.broker.profile)
         self.broker.events.record(DELIVERED, msg.id, q.name, c.tag, tag)
-        self.sink.send_deliver(c.tag, tag, e.redelivered, msg.exchange, msg.routing_key, props, msg.body)
+        self.sink.send_deliver(c.tag, tag, e.redelivered, msg.exchange, msg.routing_keys[0], props, msg.body)
 
     def _delivery_props(self, q: Queue, e: Entry, *, get: bool = False) -> bytes:
         if not q.is_quorum:
@@ -453,6 +455,24 @@ class Session:
         return taken
 
     def ack(self, tag: int, multiple: bool) -> None:
+        if not multiple and not self.tx:
+            # one delivery acknowledged (the common case): _take and _settle for a single delivery
+            u = self.unacked.pop(tag, None)
+            if u is None:
+                raise errors.PreconditionFailed(f"unknown delivery tag {tag}")
+            q = u.queue
+            self.global_unacked -= 1
+            self.unacked_bytes -= q.msg_bytes(u.entry.msg)
+            c = u.consumer
+            if c is not None and not u.timed_out:
+                c.unacked -= 1
+            taken = [u]
+            if q.is_quorum:
+                _gets_settled(taken)
+            if self.ack_timer.settled(taken, False):
+                q.ack(u.entry)
+            self._dispatch_all()
+            return
         taken = self._take(tag, multiple)
         if self.tx:
             self._tx_settles.append(("ack", taken, False))
@@ -491,6 +511,11 @@ class Session:
         self._dispatch_all()
 
     def _dispatch_all(self) -> None:
+        consumers = self.consumers
+        if len(consumers) < 2:
+            if consumers:
+                next(iter(consumers.values())).queue.dispatch()
+            return
         seen: set[int] = set()
         for c in list(self.consumers.values()):
             if id(c.queue) not in seen:
