@@ -638,12 +638,6 @@ class Queue:
     def _next_consumer(self) -> Consumer | None:
         consumers = self._active_consumers()
         n = len(consumers)
-        if n == 1:  # (the loop below, for one consumer)
-            c = consumers[0]
-            if c.can_accept():
-                self._rr = 1
-                return c
-            return None
         best: Consumer | None = None
         best_i = 0
         for i in range(n):

@@ -14,7 +14,6 @@ RabbitMQ's reader gives about a frame it does not take are :func:`frame_error_te
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 
 from pamqp import base, commands
 from pamqp import frame as pamqp_frame
@@ -258,11 +257,6 @@ def _shortstr(name: str) -> bytes | None:
     return out
 
 
-#: (channel, consumer tag, exchange, routing key, property block size) -> the packer of a delivery of that shape
-#: and the parts of it that depend on the shape alone
-_delivery_shapes: dict[tuple[int, str, str, str, int], tuple[Callable[..., bytes], bytes, bytes, bytes]] = {}
-
-
 def encode_delivery(
     channel: int,
     consumer_tag: str,
@@ -274,46 +268,29 @@ def encode_delivery(
     body: bytes,
 ) -> bytes | None:
     """``encode_small_content(encode_deliver(...), channel, props, body)`` in one step, for a body of at most
-    4088 octets; None when that does not apply (a longer body, a name over 255 octets).
-
-    The frames up to the body are packed by one ``struct`` per shape (channel, names, property block size),
-    made once and cached with the octets that depend on the shape alone; the delivery tag, redelivered flag,
-    property block and body sizes are packed into it per delivery."""
+    4088 octets; None when that does not apply (a longer body, a name over 255 octets)."""
     n = len(body)
     if n > 4088:
         return None
-    key = (channel, consumer_tag, exchange, routing_key, len(props))
-    shape = _delivery_shapes.get(key)
-    if shape is None:
-        tag, ex, rk = _shortstr(consumer_tag), _shortstr(exchange), _shortstr(routing_key)
-        if tag is None or ex is None or rk is None:
-            return None
-        size = 13 + len(tag) + len(ex) + len(rk)
-        head = _frame_head.pack(FRAME_METHOD, channel, size) + _DELIVER_ID + tag
-        fmt = f">{len(head)}sqB{len(ex) + len(rk) + 1}s7sHHQ{len(props)}sBBHI"
-        if len(_delivery_shapes) >= _SHORTSTR_ENTRIES:
-            _delivery_shapes.clear()
-        shape = _delivery_shapes[key] = (
-            struct.Struct(fmt).pack,
-            head,
-            ex + rk + b"\xce",
-            _frame_head.pack(FRAME_HEADER, channel, 12 + len(props)),
-        )
-    pack, head, names, content = shape
-    if not n:
-        # no body frame: the content header ends the delivery
-        return pack(head, delivery_tag, 1 if redelivered else 0, names, content, 60, 0, 0, props, FRAME_END, 0, 0, 0)[
-            :-7
-        ]
-    return b"".join(
-        (
-            pack(
-                head, delivery_tag, 1 if redelivered else 0, names, content, 60, 0, n, props, FRAME_END, 3, channel, n
-            ),
-            body,
-            b"\xce",
-        )
-    )
+    tag, ex, rk = _shortstr(consumer_tag), _shortstr(exchange), _shortstr(routing_key)
+    if tag is None or ex is None or rk is None:
+        return None
+    parts = [
+        _frame_head.pack(FRAME_METHOD, channel, 13 + len(tag) + len(ex) + len(rk)),
+        _DELIVER_ID,
+        tag,
+        _deliver_fixed.pack(delivery_tag, 1 if redelivered else 0),
+        ex,
+        rk,
+        b"\xce",
+        _frame_head.pack(FRAME_HEADER, channel, 12 + len(props)),
+        _content_head.pack(60, 0, n),
+        props,
+        b"\xce",
+    ]
+    if n:
+        parts += (_frame_head.pack(FRAME_BODY, channel, n), body, b"\xce")
+    return b"".join(parts)
 
 
 def encode_close(channel: int, reply_code: int, reply_text: bytes, class_id: int, method_id: int) -> bytes:
