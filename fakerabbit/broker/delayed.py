@@ -152,7 +152,7 @@ class Target(Protocol):
     @property
     def name(self) -> str: ...
 
-    def publish(self, msg: Message) -> object: ...
+    def publish(self, msg: Message, untracked: bool = False, enqueuer: object = None) -> object: ...
 
 
 class DelayHost(Protocol):
@@ -262,7 +262,7 @@ class DelayedMessages:
             self._releasing = None
         broker.events.emit("delay-released", msg, exchange=stored.name, queues=[q.name for q in queues])
         for q in queues:
-            q.publish(msg)
+            q.publish(msg, enqueuer=self)
 
     def clear(self) -> None:
         """Forget every pending message (a reset node; RabbitMQ: disabling the plugin)."""

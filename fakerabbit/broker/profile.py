@@ -118,9 +118,11 @@ class Profile:
     #: queue (a quorum queue also shows it as ``x-delivery-count`` / ``x-acquired-count`` and counts its
     #: delivery limit on from it). Live 4.3.6; 4.0.5 never shows a dead-lettered copy as redelivered.
     dead_letter_delivery_count: bool
-    #: 4.3: ``purge-ok`` of an at-least-once quorum queue counts the dead letters it holds too (they are not
-    #: purged: still delivered later). Live 4.3.6: 3 for 1 ready + 2 held; 4.0.5: 1.
-    purge_counts_held_dead_letters: bool
+    #: 4.3: ``queue.purge`` of an at-least-once quorum queue purges the dead letters it holds too
+    #: (``rabbit_fifo`` ``dlx_purge``, new in 4.3.0): ``purge-ok`` counts them (live 4.3.6: 3 for 1 ready + 2
+    #: held; 4.0.5: 1), they stop counting against the length limits (a channel that ``reject-publish`` blocked
+    #: is let in again), yet the worker still delivers those it had taken.
+    purge_takes_held_dead_letters: bool
     #: Message priorities in quorum queues: none (≤3.13, FIFO); 4.0-4.2 two classes, priority > 4 "high", taken
     #: two high to one normal unless the normal one is older (``rabbit_fifo_q``, weight 2); 4.3 strict order of
     #: 32 levels, no priority counting as 4 (``rabbit_fifo_pq``). Returned messages come first in every version.
@@ -382,7 +384,7 @@ _P310: Final = Profile(
     global_qos=True,
     reply_to_volatile_queue=False,
     dead_letter_delivery_count=False,
-    purge_counts_held_dead_letters=False,
+    purge_takes_held_dead_letters=False,
     quorum_priorities="none",
     quorum_sac_priority=False,
     operator_policy_keys=_OPERATOR_KEYS_312,
@@ -482,7 +484,7 @@ _P43: Final = replace(
     global_qos=False,
     reply_to_volatile_queue=True,
     dead_letter_delivery_count=True,
-    purge_counts_held_dead_letters=True,
+    purge_takes_held_dead_letters=True,
     quorum_priorities="strict",
     # Permitted on purpose (docs/compatibility.md): RabbitMQ gates this deprecated feature by node
     # configuration (``deprecated_features.permit.transient_nonexcl_queues``), and test suites declare such

@@ -94,6 +94,11 @@ _KINDS: Final = (
 )
 _N = len(PROPERTY_NAMES)
 _BITS: Final = tuple(0x8000 >> i for i in range(_N))
+#: The flags of the properties a publish reads (headers, delivery-mode, reply-to, expiration, user-id): a block
+#: with none of them set gives ``None`` for each, so a publish need not read them.
+PUBLISH_READ_FLAGS: Final = (
+    _BITS[_HEADERS] | _BITS[_DELIVERY_MODE] | _BITS[_REPLY_TO] | _BITS[_EXPIRATION] | _BITS[_USER_ID]
+)
 _KNOWN_FLAGS: Final = 0xFFFC  # bits 15..2; bit 1 is unused and bit 0 means "another flags word follows"
 
 _U16 = struct.Struct(">H")

@@ -72,6 +72,8 @@ class DeadLetterBuffer(Protocol):
 
     def restart(self) -> None: ...
 
+    def purge(self) -> int: ...
+
     def close(self, why: str) -> None: ...
 
 
@@ -225,7 +227,10 @@ class Queue:
         self._ttl_timer: TimerHandle | None = None
         self._ttl_timer_at: int | None = None
         self._expiry_timer: TimerHandle | None = None
-        self._qq_rejecting = False
+        #: quorum ``reject-publish``: the enqueuers registered with this queue (rabbit_fifo's ``enqueuers`` map:
+        #: channels, the dead-letter worker, the delayed exchange) and those of them told ``reject_publish``
+        self._qq_enqueuers: set[object] = set()
+        self._qq_blocked: set[object] = set()
         #: where messages that die here go
         self.dead_letters = vhost.dead_letters
         #: at-least-once dead-lettering (quorum): the discards buffer and its worker
@@ -398,9 +403,10 @@ class Queue:
         )
 
     def check_limit(self) -> None:
-        """A quorum queue over its limit with ``reject-publish`` refuses publishes until below 80 % of it."""
-        if self.is_quorum and not self._qq_rejecting and self._overflow_mode() == "reject-publish":
-            self._qq_rejecting = self._over_limit()
+        """A quorum queue over its limit with ``reject-publish`` blocks every enqueuer registered with it, until
+        it is below 80 % of the limit (``rabbit_fifo:evaluate_limit``)."""
+        if self.is_quorum and self._overflow_mode() == "reject-publish" and self._over_limit():
+            self._qq_blocked.update(self._qq_enqueuers)
 
     def _overflow_mode(self) -> str:
         mode = self.settings.overflow
@@ -408,18 +414,18 @@ class Queue:
             return "drop-head"
         return mode
 
-    def publish(self, msg: Message, untracked: bool = False) -> bool:
+    def publish(self, msg: Message, untracked: bool = False, enqueuer: object = None) -> bool:
         """Enqueue a routed message. Returns False when the queue rejects it (overflow reject-publish).
 
-        ``untracked``: an enqueue without an enqueuer (at-most-once dead-lettering), which a quorum queue's
-        ``reject-publish`` does not refuse: RabbitMQ blocks enqueuers, not the queue (``rabbit_fifo``)."""
+        ``enqueuer``: who enqueues (a channel's session, the dead-letter worker, ...). A quorum queue's
+        ``reject-publish`` blocks enqueuers, not the queue (``rabbit_fifo``): all those registered when it goes
+        over its limit, and one that registers (its first publish here) only if the queue is over the limit then.
+        ``untracked``: an enqueue without an enqueuer (at-most-once dead-lettering), which it never refuses."""
         s = self.settings
         mode = s.overflow
         if mode != "drop-head" and (mode := self._overflow_mode()) != "drop-head":
             if self.is_quorum:
-                if self._qq_rejecting and self._below_soft_limit():
-                    self._qq_rejecting = False
-                if self._qq_rejecting and not untracked:
+                if not untracked and self._qq_refuses(enqueuer):
                     self.ctx.events.emit("rejected-publish", msg, queue=self.name)
                     return False
             elif self._would_overflow(self.msg_bytes(msg)):
@@ -474,6 +480,29 @@ class Queue:
             # priority queue: an expired message stays counted (and is even what the next basic.get returns)
             self._expire_head()
         return True
+
+    def _qq_refuses(self, enqueuer: object) -> bool:
+        """Whether a quorum ``reject-publish`` queue refuses ``enqueuer``'s publish (``rabbit_fifo_client``)."""
+        if enqueuer not in self._qq_enqueuers:
+            # register_enqueuer: its reply is reject_publish if the queue is over the limit at that moment
+            self._qq_enqueuers.add(enqueuer)
+            if self._over_limit():
+                self._qq_blocked.add(enqueuer)
+        blocked = self._qq_blocked
+        if blocked and self._below_soft_limit():
+            blocked.clear()  # below the soft limit: every enqueuer is told `go`
+        return enqueuer in blocked
+
+    def unblock_below_soft_limit(self) -> None:
+        """The end of a command that may have shrunk the queue (``rabbit_fifo:evaluate_limit``): once below 80 %
+        of its limit, every blocked enqueuer is told ``go``, even if returns take the queue back up later."""
+        if self._qq_blocked and self._below_soft_limit():
+            self._qq_blocked.clear()
+
+    def forget_enqueuer(self, enqueuer: object) -> None:
+        """``enqueuer`` is gone (a closed channel): a later one registers afresh."""
+        self._qq_enqueuers.discard(enqueuer)
+        self._qq_blocked.discard(enqueuer)
 
     def _below_soft_limit(self) -> bool:
         s = self.settings
@@ -574,6 +603,7 @@ class Queue:
             return
         self._expire_head()
         self.dispatch()
+        self.unblock_below_soft_limit()
 
     # -- queue expiry (x-expires) ---------------------------------------------------------------------------
     def touch(self) -> None:
@@ -638,6 +668,12 @@ class Queue:
     def _next_consumer(self) -> Consumer | None:
         consumers = self._active_consumers()
         n = len(consumers)
+        if n == 1:  # (the loop below, for one consumer)
+            c = consumers[0]
+            if c.can_accept():
+                self._rr = 1
+                return c
+            return None
         best: Consumer | None = None
         best_i = 0
         for i in range(n):
@@ -677,6 +713,8 @@ class Queue:
                 self._expire_head()
             c.session.deliver(c, self, e)
         self._schedule_ttl()
+        if self._qq_blocked:
+            self.unblock_below_soft_limit()
 
     def fetch(self, settled: bool = False) -> Entry | None:
         """``basic.get``: the head message. A quorum queue never hands out an expired one; a classic queue
@@ -694,6 +732,8 @@ class Queue:
         # rabbit_fifo expires at the start of a command and on its timer: an unsettled get's get-ok still counts an
         # expired message the dequeue exposed, and the timer (due now) drops it before the client's next command.
         self._schedule_ttl()
+        if self._qq_blocked:
+            self.unblock_below_soft_limit()
         return e
 
     # -- settlement -----------------------------------------------------------------------------------------
@@ -772,13 +812,14 @@ class Queue:
     def purge(self) -> int:
         """Remove the ready messages; the count purge-ok reports (4.3: held dead letters too, not removed)."""
         n = self.ready_count
-        if self.ctx.profile.purge_counts_held_dead_letters:
-            n += self.held_dead_letters()[0]
+        if self.ctx.profile.purge_takes_held_dead_letters and self.dlx_worker is not None:
+            n += self.dlx_worker.purge()
         for level in self._levels:
             level.clear()
         self.ready_count = 0
         self.ready_bytes = 0
         self._schedule_ttl()
+        self.unblock_below_soft_limit()
         return n
 
     def on_deleted(self) -> None:

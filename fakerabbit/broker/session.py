@@ -21,7 +21,7 @@ from fakerabbit.broker.events import DELIVERED, DELIVERED_GET, PUBLISHED, ROUTED
 from fakerabbit.broker.fields import Table
 from fakerabbit.broker.ids import new_tag
 from fakerabbit.broker.message import Message
-from fakerabbit.broker.properties import PropertiesError, RawProperties
+from fakerabbit.broker.properties import PUBLISH_READ_FLAGS, PropertiesError, RawProperties
 from fakerabbit.broker.queue import Consumer, Entry, Queue
 from fakerabbit.broker.quorum_delivery import delivery_props
 from fakerabbit.broker.stream.queue import StreamQueue
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from fakerabbit.broker.vhost import Vhost
 
 REPLY_TO = "amq.rabbitmq.reply-to"
+_REPLY_TO_PREFIX = REPLY_TO + "."
 
 
 class SessionSink(Protocol):
@@ -96,6 +97,7 @@ class Session:
         self.vhost = vhost
         self.broker = vhost.broker
         self.sink = sink
+        self._writable = getattr(sink, "writable", None)  # sinks written before back-pressure may lack it
         self.next_tag = 1
         self.unacked: dict[int, Unacked] = {}
         self.consumers: dict[str, Consumer] = {}
@@ -111,7 +113,7 @@ class Session:
         self.next_publish_seq = 1
         self.tx = False
         #: quorum queues this channel has enqueued to (rabbit_fifo_client registers an enqueuer on the first publish)
-        self._enqueuer_of: set[object] = set()
+        self._enqueuer_of: set[Queue] = set()
         self._tx_publishes: list[tuple[Message, str, bool, int]] = []
         self._tx_settles: list[tuple[str, list[Unacked], bool]] = []
         self.reply_to_token: str | None = None
@@ -124,7 +126,7 @@ class Session:
     @property
     def flow_active(self) -> bool:
         """Deliveries may go out (the client's socket is writable; RabbitMQ refuses channel.flow active=false)."""
-        writable = getattr(self.sink, "writable", None)  # sinks written before back-pressure may lack it
+        writable = self._writable
         return True if writable is None else bool(writable())
 
     def publish(
@@ -154,6 +156,23 @@ class Session:
                 props.validate()
             except PropertiesError:
                 raise errors.InternalError("") from None
+        broker = self.broker
+        if len(props_raw) < 2 or (props_raw[0] << 8 | props_raw[1]) & PUBLISH_READ_FLAGS:
+            msg = self._message(exchange, routing_key, props, body)
+        else:  # none of the properties read below is set: no TTL, user-id or reply-to, no headers to sort or read
+            msg = Message(exchange, (routing_key,), props, body, msg_id=broker.next_msg_id())
+        seq = 0
+        if self.confirm:
+            seq = self.next_publish_seq
+            self.next_publish_seq += 1
+        if self.tx:
+            self._tx_publishes.append((msg, exchange, mandatory, seq))
+            return
+        self._route(msg, exchange, mandatory, seq)
+
+    def _message(self, exchange: str, routing_key: str, props: RawProperties, body: bytes) -> Message:
+        """The message of a publish whose properties are read: expiration, user-id, delivery-mode and reply-to
+        checked in rabbit_channel's order, headers sorted (3.13+), CC/BCC and a client's x-death read."""
         ttl: int | None = None
         expiration = props.expiration
         if expiration is not None:
@@ -183,25 +202,20 @@ class Session:
         )
         if self.broker.profile.client_x_death != "ignore":
             adopt_client_deaths(msg)
-        seq = 0
-        if self.confirm:
-            seq = self.next_publish_seq
-            self.next_publish_seq += 1
-        if self.tx:
-            self._tx_publishes.append((msg, exchange, mandatory, seq))
-            return
-        self._route(msg, exchange, mandatory, seq)
+        return msg
 
     def _route(self, msg: Message, exchange: str, mandatory: bool, seq: int) -> None:
         events = self.broker.events
-        events.record(PUBLISHED, msg.id, exchange, msg.routing_key)
-        if exchange == "" and msg.routing_key.startswith(REPLY_TO + "."):
+        routing_key = msg.routing_keys[0]
+        events.record(PUBLISHED, msg.id, exchange, routing_key)
+        if exchange == "" and routing_key.startswith(_REPLY_TO_PREFIX):
             self._direct_reply(msg, mandatory, seq)
             return
-        x = self.vhost.exchanges.get(exchange)
-        queues = self.vhost.route(x, msg) if x is not None else []
+        vhost = self.vhost
+        x = vhost.exchanges.get(exchange)
+        queues = vhost.route(x, msg) if x is not None else []
         if events.enabled:
-            events.record(ROUTED, msg.id, tuple([q.name for q in queues]))
+            events.record(ROUTED, msg.id, (queues[0].name,) if len(queues) == 1 else tuple([q.name for q in queues]))
         accepted = True
         if len(queues) > 1:
             # RabbitMQ hands the message to every queue before any of them dead-letters it (dead letters are
@@ -219,20 +233,26 @@ class Session:
                             registering = [q]
                         else:
                             registering.append(q)
-                    elif not (q.write(msg, self, seq > 0) if isinstance(q, StreamQueue) else q.publish(msg)):
+                    elif not (
+                        q.write(msg, self, seq > 0) if isinstance(q, StreamQueue) else q.publish(msg, enqueuer=self)
+                    ):
                         accepted = False
             finally:
                 if held:
                     dead_letters.release()
             if registering is not None:
                 for q in registering:
-                    if not q.publish(msg):
+                    if not q.publish(msg, enqueuer=self):
                         accepted = False
         elif queues:
             q = queues[0]
             if q.is_quorum:
                 self._enqueuer_of.add(q)
-            if not (q.write(msg, self, seq > 0) if q.is_stream and isinstance(q, StreamQueue) else q.publish(msg)):
+            if not (
+                q.write(msg, self, seq > 0)
+                if q.is_stream and isinstance(q, StreamQueue)
+                else q.publish(msg, enqueuer=self)
+            ):
                 accepted = False
         if not queues and mandatory:
             self.broker.events.emit("returned", msg)
@@ -398,17 +418,23 @@ class Session:
     def deliver(self, c: Consumer, q: Queue, e: Entry) -> None:
         tag = self.next_tag
         self.next_tag += 1
-        q.on_delivered(e, c.no_ack)
-        if not c.no_ack:
+        no_ack = c.no_ack
+        q.on_delivered(e, no_ack)
+        msg = e.msg
+        if not no_ack:
             u = self.unacked[tag] = Unacked(tag, q, e, c)
             c.unacked += 1
             self.global_unacked += 1
-            self.unacked_bytes += q.msg_bytes(e.msg)
+            self.unacked_bytes += q.msg_bytes(msg)
             self.ack_timer.delivered(u)
-        props = self._delivery_props(q, e)
-        msg = e.msg
+        if q.is_quorum:
+            props = delivery_props(e, self.broker.profile)
+        elif q.is_stream:
+            props = cast("StreamEntry", e).delivery_props()  # the x-stream-offset header
+        else:
+            props = msg.props.raw
         self.broker.events.record(DELIVERED, msg.id, q.name, c.tag, tag)
-        self.sink.send_deliver(c.tag, tag, e.redelivered, msg.exchange, msg.routing_key, props, msg.body)
+        self.sink.send_deliver(c.tag, tag, e.redelivered, msg.exchange, msg.routing_keys[0], props, msg.body)
 
     def _delivery_props(self, q: Queue, e: Entry, *, get: bool = False) -> bytes:
         if not q.is_quorum:
@@ -470,6 +496,24 @@ class Session:
         return taken
 
     def ack(self, tag: int, multiple: bool) -> None:
+        if not multiple and not self.tx:
+            # one delivery acknowledged (the common case): _take and _settle for a single delivery
+            u = self.unacked.pop(tag, None)
+            if u is None:
+                raise errors.PreconditionFailed(f"unknown delivery tag {tag}")
+            q = u.queue
+            self.global_unacked -= 1
+            self.unacked_bytes -= q.msg_bytes(u.entry.msg)
+            c = u.consumer
+            if c is not None and not u.timed_out:
+                c.unacked -= 1
+            taken = [u]
+            if q.is_quorum:
+                _gets_settled(taken)
+            if self.ack_timer.settled(taken, False):
+                q.ack(u.entry)
+            self._dispatch_all()
+            return
         taken = self._take(tag, multiple)
         if self.tx:
             self._tx_settles.append(("ack", taken, False))
@@ -508,6 +552,11 @@ class Session:
         self._dispatch_all()
 
     def _dispatch_all(self) -> None:
+        consumers = self.consumers
+        if len(consumers) < 2:
+            if consumers:
+                next(iter(consumers.values())).queue.dispatch()
+            return
         seen: set[int] = set()
         for c in list(self.consumers.values()):
             if id(c.queue) not in seen:
@@ -556,6 +605,9 @@ class Session:
             return
         self.closed = True
         self.ack_timer.close()
+        for q in self._enqueuer_of:
+            q.forget_enqueuer(self)  # rabbit_fifo's enqueuer monitor: the channel process went down
+        self._enqueuer_of.clear()
         for tag in list(self.consumers):
             self.cancel(tag)
         taken = list(self.unacked.values())

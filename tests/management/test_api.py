@@ -137,7 +137,8 @@ def test_delete_queue_if_empty(api: Api) -> None:
 
 def test_quorum_queue_counts_held_dead_letters_in_messages(api: Api) -> None:
     """At-least-once dead letters the queue could not deliver (DLX "" back to itself: a cycle) are in
-    ``messages`` and ``messages_dlx``, not in ``messages_ready``; purging leaves them."""
+    ``messages`` and ``messages_dlx``, not in ``messages_ready``; purging leaves them up to 4.2 and purges them from
+    4.3 (``rabbit_fifo`` ``dlx_purge``: the counts drop to 0, though the worker still holds them)."""
     name = api.name()
     args = {
         "x-queue-type": "quorum",
@@ -156,7 +157,9 @@ def test_quorum_queue_counts_held_dead_letters_in_messages(api: Api) -> None:
     size = 12 if api.at_least("4.3") else 4
     assert (body["message_bytes_dlx"], body["message_bytes"]) == (size, size)
     assert api.request("DELETE", f"/api/queues/%2F/{q(name)}/contents").status == 204
-    assert api.queue(name, lambda b: b.get("messages_dlx") == 2)["messages"] == 2
+    left = 0 if api.at_least("4.3") else 2
+    # (on 4.3 this waits for the broker's next statistics: the figures before the purge say 2)
+    assert api.queue(name, lambda b: b.get("messages_dlx") == left and b.get("messages") == left)["messages"] == left
 
 
 def test_purge_contents(api: Api) -> None:

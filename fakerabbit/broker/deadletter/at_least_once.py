@@ -24,7 +24,9 @@ one only when every queue it routes to has accepted it. What this module models,
 * The discards count in ``messages`` (management, not the ready count of ``declare-ok`` / ``get-ok``) and in
   the queue's ``x-max-length`` / ``x-max-length-bytes``: a full buffer makes the queue refuse publishes.
 * Leaving at-least-once (a policy switches the strategy or the overflow) deletes what the buffer holds, as does
-  deleting the queue. Purging does not touch it.
+  deleting the queue. Purging does not touch it up to 4.2. From 4.3 a purge purges it too (``rabbit_fifo``
+  ``dlx_purge``): the discards are gone, and what the worker took no longer counts (purge-ok counts it, then the
+  limits and ``messages_dlx`` do not), though the worker, which is not told, still delivers it.
 """
 
 from __future__ import annotations
@@ -96,8 +98,11 @@ class DeadLetterWorker:
         #: taken and not yet settled, by the order they were taken
         self.pending: dict[int, Pending] = {}
         self._next = 0
+        #: what the discards and the pending messages count (a 4.3 purge forgets the pending ones: see :meth:`purge`)
         self.count = 0
         self.bytes = 0
+        #: keys of pending messages the queue forgot (4.3 purge): settled without being counted off
+        self._forgotten: set[int] = set()
         self._timer: TimerHandle | None = None
         self.closed = False
 
@@ -168,7 +173,7 @@ class DeadLetterWorker:
         emit("dead-lettered", p.msg, queue=q.name, reason=p.reason, exchange=p.msg.exchange, queues=queues)
         refused = []
         for t in todo:
-            if t.publish(p.msg):
+            if t.publish(p.msg, enqueuer=self):
                 p.settled.append(t.name)
             else:
                 refused.append(t.name)
@@ -179,8 +184,24 @@ class DeadLetterWorker:
 
     def _settle(self, key: int) -> None:
         p = self.pending.pop(key)
+        if key in self._forgotten:
+            self._forgotten.discard(key)
+            return
         self.count -= 1
         self.bytes -= self.queue.msg_bytes(p.msg)
+        self.queue.unblock_below_soft_limit()
+
+    def purge(self) -> int:
+        """4.3's ``queue.purge`` (``rabbit_fifo`` ``dlx_purge``): the discards are deleted and the queue forgets the
+        messages its worker took, which the worker still delivers. Returns how many the queue held."""
+        held = self.count
+        emit = self.ctx.events.emit
+        for reason, m, _count in self.discards:
+            emit("dropped", m, queue=self.queue.name, reason=reason, why="purged")
+        self.discards.clear()
+        self._forgotten.update(self.pending)
+        self.count = self.bytes = 0
+        return held
 
     def redeliver(self) -> None:
         """``redeliver_and_ack``: retry what is due (the timer fired, or the queue's policy changed)."""
@@ -207,8 +228,10 @@ class DeadLetterWorker:
         current time, through the current topology (``rabbit_fifo_dlx`` checkout by a new consumer)."""
         if self.closed:
             return
-        back = [(p.reason, p.original, p.count) for p in self.pending.values()]
+        forgotten = self._forgotten
+        back = [(p.reason, p.original, p.count) for k, p in self.pending.items() if k not in forgotten]
         self.pending.clear()
+        forgotten.clear()
         self.discards.extendleft(reversed(back))
         if self._timer is not None:
             self.ctx.clock.cancel(self._timer)
@@ -241,6 +264,7 @@ class DeadLetterWorker:
             emit("dropped", m, queue=self.queue.name, reason=reason, why=why)
         self.pending.clear()
         self.discards.clear()
+        self._forgotten.clear()
         self.count = self.bytes = 0
         self._maybe_set_timer()
 

@@ -151,7 +151,7 @@ class StreamQueue(Queue):
         self.dispatch()
         return True
 
-    def publish(self, msg: Message, untracked: bool = False) -> bool:
+    def publish(self, msg: Message, untracked: bool = False, enqueuer: object = None) -> bool:
         """A message that does not come from a channel (dead-lettering, a delayed exchange): its own chunk. 3.10
         drops it; one RabbitMQ could not store is dropped and reported (RabbitMQ's process handling it would
         crash)."""
