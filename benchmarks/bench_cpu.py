@@ -206,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="N=2,000, 1 round")
     ap.add_argument("-n", type=int, default=None, help="messages per publish/consume block (default 20000)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds, targets interleaved (default 3)")
-    ap.add_argument("--real", default=DEFAULT_REALS, help=f"label=url,... of real brokers (default {DEFAULT_REALS})")
+    ap.add_argument(
+        "--real", default=DEFAULT_REALS, help="label=url,... of real brokers (default: 3.10.8 on 5672, 4.3.6 on 5674)"
+    )
     ap.add_argument(
         "--targets",
         default="process,thread,real",

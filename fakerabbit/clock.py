@@ -438,6 +438,8 @@ class SystemClock:
 
     def now_ms(self) -> int:
         """Real time in integer milliseconds since the epoch."""
+        if _hatch is None and "time_machine" not in sys.modules:  # real_time(), inlined: every event reads it
+            return int(_realtime() * 1000)
         return int(real_time() * 1000)
 
     def now(self) -> datetime:

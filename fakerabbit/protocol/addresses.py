@@ -10,6 +10,7 @@ is ``127.0.0.1``) for ``peer_host``, ``rabbit_misc:ntoab/1`` (IPv6 in brackets) 
 from __future__ import annotations
 
 import errno
+import functools
 import ipaddress
 import os
 import socket
@@ -22,6 +23,7 @@ _PORT_ATTEMPTS = 20
 _NO_FAMILY = {errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT, errno.EPROTONOSUPPORT}
 
 
+@functools.lru_cache(maxsize=256)  # every connection's peer goes through it: parsing costs more than the lookup
 def ip_text(address: str) -> str:
     """``rabbit_misc:ntoa/1``: an IPv4-mapped IPv6 address as IPv4, a scope id dropped, anything else unchanged."""
     try:

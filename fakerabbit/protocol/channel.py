@@ -37,6 +37,7 @@ from fakerabbit.protocol.handlers import HANDLERS
 __all__ = ["MAX_MSG_SIZE", "ChannelHandler", "ChannelOutput", "ChannelOwner"]
 
 _PUBLISH_IDS = (60, 40)
+_ACK_IDS = (60, 80)
 _PUBLISH = commands.Basic.Publish
 _ACK = commands.Basic.Ack
 _SHORTCUT_METHODS = (
@@ -110,6 +111,7 @@ class ChannelHandler:
     def __init__(self, owner: ChannelOwner, output: ChannelOutput, rules: AMQPRules, number: int) -> None:
         self._owner = owner
         self.number = number
+        self._shapes: framing.DeliveryShapes = {}  # the cached delivery encoders of this channel
         #: The wire rules of the RabbitMQ version the broker behaves as.
         self.rules = rules
         self._output = output
@@ -244,26 +246,13 @@ class ChannelHandler:
         if type(method) is _ACK and self.state == "open":
             # the other hot path: basic.ack on an open channel (not a shortcut method, no content), as
             # handlers.basic.basic_ack
-            try:
-                self.session.ack(method.delivery_tag or 0, bool(method.multiple))
-            except errors.SoftError as exc:
-                self.close_with(exc, ids)
-            except errors.AMQPError as exc:
-                if exc.method_ids == (0, 0) and exc.explanation:
-                    exc.at(ids)
-                raise
+            self.ack(method.delivery_tag or 0, bool(method.multiple))
             return
         if content is not None and type(method) is _PUBLISH and self.state == "open":
             # the hot path: none of the checks below applies to a complete basic.publish on an open channel
             props, body, size = content
-            try:
-                self._publish(method, props, body, size)
-            except errors.SoftError as exc:
-                self.close_with(exc, ids)
-            except errors.AMQPError as exc:
-                if exc.method_ids == (0, 0) and exc.explanation:
-                    exc.at(ids)
-                raise
+            bits = (1 if method.mandatory else 0) | (2 if method.immediate else 0)
+            self.publish(method.exchange or "", method.routing_key or "", bits, props, body, size)
             return
         # rabbit_channel expands the "" queue shortcut before it looks at the channel's state: even a closing
         # channel sends (another) channel.close for it
@@ -286,7 +275,9 @@ class ChannelHandler:
             raise errors.ChannelError("second 'channel.open' seen").at(ids)
         if isinstance(method, commands.Basic.Publish) and content is not None:
             props, body, size = content
-            self.run(ids, lambda: self._publish(method, props, body, size))
+            bits = (1 if method.mandatory else 0) | (2 if method.immediate else 0)
+            exchange, routing_key = method.exchange or "", method.routing_key or ""
+            self.run(ids, lambda: self._publish(exchange, routing_key, bits, props, body, size))
             return
         handler = HANDLERS.get(type(method))
         if handler is None:
@@ -298,8 +289,42 @@ class ChannelHandler:
         self.state = "open"
         self.send(ChannelOpenOk(channel_id=""))
 
-    def _publish(self, m: commands.Basic.Publish, props: bytes, body: bytes, size: int) -> None:
-        if m.immediate:
+    def publish(self, exchange: str, routing_key: str, bits: int, props: bytes, body: bytes, size: int) -> None:
+        """A complete ``basic.publish`` (``bits``: mandatory 1, immediate 2), run as the reader hands it on: on an
+        open channel straight to the session; otherwise as :meth:`_dispatch` takes any method."""
+        if self.state != "open":
+            method = _PUBLISH.__new__(_PUBLISH)  # (pamqp's constructor would check the names as a client)
+            method.ticket, method.exchange, method.routing_key = 0, exchange, routing_key
+            method.mandatory, method.immediate = bool(bits & 1), bool(bits & 2)
+            self._dispatch(method, _PUBLISH_IDS, b"", (props, body, size))
+            return
+        try:
+            self._publish(exchange, routing_key, bits, props, body, size)
+        except errors.SoftError as exc:
+            self.close_with(exc, _PUBLISH_IDS)
+        except errors.AMQPError as exc:
+            if exc.method_ids == (0, 0) and exc.explanation:
+                exc.at(_PUBLISH_IDS)
+            raise
+
+    def ack(self, delivery_tag: int, multiple: bool) -> None:
+        """A ``basic.ack``, run as the reader hands it on (see :meth:`publish`)."""
+        if self.state != "open":
+            method = _ACK.__new__(_ACK)
+            method.delivery_tag, method.multiple = delivery_tag, multiple
+            self._dispatch(method, _ACK_IDS, b"")
+            return
+        try:
+            self.session.ack(delivery_tag, multiple)
+        except errors.SoftError as exc:
+            self.close_with(exc, _ACK_IDS)
+        except errors.AMQPError as exc:
+            if exc.method_ids == (0, 0) and exc.explanation:
+                exc.at(_ACK_IDS)
+            raise
+
+    def _publish(self, exchange: str, routing_key: str, bits: int, props: bytes, body: bytes, size: int) -> None:
+        if bits & 2:
             raise errors.NotImplemented_("immediate=true")
         if size > self._max_message_size:
             raise errors.PreconditionFailed(
@@ -309,15 +334,7 @@ class ChannelHandler:
             # RabbitMQ ignores flag bits 1 and 0 (no continuation word); fakerabbit's property reader does not,
             # so they are cleared (a consumer sees them cleared: a documented difference).
             props = props[:1] + bytes([props[1] & 0xFC]) + props[2:]
-        self.session.publish(
-            m.exchange or "",
-            m.routing_key or "",
-            bool(m.mandatory),
-            False,
-            props,
-            body,
-            check_properties=True,
-        )
+        self.session.publish(exchange, routing_key, bool(bits & 1), False, props, body, check_properties=True)
 
     def run(self, ids: tuple[int, int], fn: Callable[[], object]) -> None:
         """Run a broker call; soft errors close this channel, hard ones propagate to the connection."""
@@ -403,7 +420,7 @@ class ChannelHandler:
         if self._confirmed or self._rejected:
             self.flush_confirms()  # a delivery never overtakes the confirms of publishes handled before it
         whole = framing.encode_delivery(
-            self.number, consumer_tag, delivery_tag, redelivered, exchange, routing_key, props, body
+            self.number, consumer_tag, delivery_tag, redelivered, exchange, routing_key, props, body, self._shapes
         )
         if whole is not None:
             self._write_many([whole])

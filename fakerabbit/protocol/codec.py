@@ -141,7 +141,7 @@ _ack_args = struct.Struct(">QB")
 _short = struct.Struct(">H")
 
 
-def _publish_str(raw: bytes) -> str:
+def _publish_str(raw: bytes | bytearray) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -149,23 +149,32 @@ def _publish_str(raw: bytes) -> str:
         return raw.decode("utf-8", "surrogateescape")
 
 
+def publish_fields(buf: bytes | bytearray, start: int, end: int) -> tuple[str, str, int] | None:
+    """``basic.publish``'s exchange, routing key and bits octet (mandatory 1, immediate 2), decoded from its
+    arguments at ``buf[start:end]`` when they have exactly that layout (ticket, two shortstrs, one octet of bits);
+    None otherwise."""
+    if end - start < 5:
+        return None
+    rk_at = start + 3 + buf[start + 2]
+    if rk_at >= end:
+        return None
+    bits_at = rk_at + 1 + buf[rk_at]
+    if bits_at + 1 != end:
+        return None
+    exchange = _publish_str(buf[start + 3 : rk_at]) if rk_at > start + 3 else ""
+    routing_key = _publish_str(buf[rk_at + 1 : bits_at]) if bits_at > rk_at + 1 else ""
+    return exchange, routing_key, buf[bits_at]
+
+
 def _decode_publish(args: bytes) -> commands.Basic.Publish | None:
     """``basic.publish`` (ticket, exchange, routing key, mandatory and immediate bits) when the payload is
     exactly that long; None otherwise."""
-    end = len(args)
-    if end < 5:
-        return None
-    rk_at = 3 + args[2]
-    if rk_at >= end:
-        return None
-    bits_at = rk_at + 1 + args[rk_at]
-    if bits_at + 1 != end:
+    fields = publish_fields(args, 0, len(args))
+    if fields is None:
         return None
     method = _PUBLISH.__new__(_PUBLISH)
-    bits = args[bits_at]
     method.ticket = _short.unpack_from(args, 0)[0]
-    method.exchange = _publish_str(args[3:rk_at]) if rk_at > 3 else ""
-    method.routing_key = _publish_str(args[rk_at + 1 : bits_at]) if bits_at > rk_at + 1 else ""
+    method.exchange, method.routing_key, bits = fields
     method.mandatory = bool(bits & 1)
     method.immediate = bool(bits & 2)
     return method

@@ -25,11 +25,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 from collections.abc import Callable, Set
 from typing import Any, Protocol
 
 from fakerabbit.broker import errors
 from fakerabbit.broker.broker import Broker, ConnectionInfo
+from fakerabbit.broker.profile import Profile
 from fakerabbit.broker.session import Session, SessionSink
 from fakerabbit.protocol import framing
 from fakerabbit.protocol.addresses import host_port, url_host
@@ -99,11 +101,41 @@ class ConnectionListener(Protocol):
         ...
 
 
-class AMQPConnection(asyncio.Protocol):
+#: what one read takes at most (asyncio's own ``max_size`` for a socket read)
+READ_BUFFER = 262144
+_read_buffers = threading.local()
+
+
+def _read_buffer() -> memoryview:
+    """This thread's read buffer. The loop reads into it and the connection copies the bytes out at once, so the
+    connections of one loop (one thread) share it; asyncio's plain ``recv`` would allocate a fresh 256 KiB object
+    per read (an mmap, a page fault, an mremap and a munmap: a few µs for every small read)."""
+    view: memoryview | None = getattr(_read_buffers, "view", None)
+    if view is None:
+        view = _read_buffers.view = memoryview(bytearray(READ_BUFFER))
+    return view
+
+
+_start_frames: dict[int, tuple[Profile, bytes]] = {}
+
+
+def _connection_start(profile: Profile) -> bytes:
+    """The ``connection.start`` frame of ``profile``'s broker (the same for every connection: encoded once)."""
+    cached = _start_frames.get(id(profile))
+    if cached is None or cached[0] is not profile:
+        if len(_start_frames) >= 64:  # profiles made on the fly (dataclasses.replace in tests): keep it bounded
+            _start_frames.clear()
+        frame = encode_connection_start(server_properties(profile), b"PLAIN AMQPLAIN", b"en_US")
+        cached = _start_frames[id(profile)] = (profile, frame)
+    return cached[1]
+
+
+class AMQPConnection(asyncio.BufferedProtocol):
     """asyncio protocol speaking AMQP 0-9-1 to one client."""
 
     def __init__(self, server: ConnectionListener) -> None:
         self.server = server
+        self._inbuf = _read_buffer()
         broker = self.broker = server.broker
         #: The wire rules of the RabbitMQ version the broker behaves as.
         rules = self.rules = broker.profile.amqp
@@ -189,6 +221,12 @@ class AMQPConnection(asyncio.Protocol):
             self.peer = f"{url_host(self.peer_ip)}:{port}"
         self.server.connections.add(self)
         self._timer = asyncio.get_event_loop().call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._inbuf
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._inbuf[:nbytes].tobytes())
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -381,8 +419,7 @@ class AMQPConnection(asyncio.Protocol):
             self.output.write(framing.refusal_header(header, sasl=self.rules.sasl_refusal_header))
             self.abort(graceful=True)
             return False
-        props = server_properties(self.broker.profile)
-        self.output.write(encode_connection_start(props, b"PLAIN AMQPLAIN", b"en_US"))
+        self.output.write(_connection_start(self.broker.profile))
         self.state = "starting"
         return True
 

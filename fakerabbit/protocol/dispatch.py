@@ -9,14 +9,16 @@ waiting for the reader to finish the chunk, the channels closing, the first hard
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 from fakerabbit.broker import errors, texts
 from fakerabbit.broker.erlterm import Atom, Term
 from fakerabbit.protocol import framing
-from fakerabbit.protocol.channel import ChannelHandler
-from fakerabbit.protocol.codec import MethodDecodeError, base, commands, decode_args
+from fakerabbit.protocol.channel import MAX_MSG_SIZE, ChannelHandler
+from fakerabbit.protocol.codec import MethodDecodeError, base, commands, decode_args, publish_fields
 from fakerabbit.protocol.framing import frame_error_text, unexpected_frame_text
 
 __all__ = ["DispatchedConnection", "Dispatcher"]
@@ -95,6 +97,14 @@ class _Channel0(Protocol):
 
 _METHOD, _HEADER, _BODY, _HEARTBEAT = framing.FRAME_METHOD, framing.FRAME_HEADER, framing.FRAME_BODY, 8
 _method_class = framing.method_class
+_method_head = struct.Struct(">BHII")  # frame type, channel, size; class and method ids
+_content_head = struct.Struct(">BHIHHQ")  # frame type, channel, size; class id, weight, body size
+_frame_head = struct.Struct(">BHI")
+_ack_args = struct.Struct(">QB")
+_PUBLISH_ID = commands.Basic.Publish.index
+_ACK_ID = commands.Basic.Ack.index
+_publish = ChannelHandler.publish
+_ack = ChannelHandler.ack
 
 
 class Dispatcher:
@@ -146,7 +156,10 @@ class Dispatcher:
         handle = self._handle_frame
         conn = self._conn
         throttle = self._throttle
+        alarms = self._alarms
         while not conn.stopped and not conn.closed and not throttle.blocked:
+            if conn.state == "running" and not alarms.blocking:
+                self._take_hot()
             try:
                 frame = next_frame()
             except framing.FrameTooLarge as exc:
@@ -200,6 +213,68 @@ class Dispatcher:
         if conn.state == "closed" and not conn.stopped and not conn.closed and self.reader.pending():
             # the rest of the chunk is read in the closing state (a client's close-ok in the same write counts)
             self.process()
+
+    def _take_hot(self) -> None:
+        """The hot path of the reader: complete ``basic.publish`` messages (method, content header and at most one
+        body frame, all in the buffer) and ``basic.ack`` methods at the head of the buffer, for channels that are
+        waiting for a method, are taken in one go and handed on as :meth:`_handle_frame` would hand them on
+        (without building pamqp objects). Anything else, or anything about them that is not the plain case
+        (a frame too large, a bad frame end, other arguments, a body in several frames, another channel's frame
+        in between, an incomplete message), stops it: :meth:`_handle_frame` then takes the frames one by one, as
+        if this had not run. Only called on a running connection while no alarm is on (``publish_received``)."""
+        reader = self.reader
+        buf = reader._buf
+        pos = reader._pos
+        end = len(buf)
+        fmax = min(reader.frame_max or MAX_MSG_SIZE, MAX_MSG_SIZE)
+        channels = self._channels
+        pending = self._pending
+        while end - pos >= 11:
+            ftype, number, size, index = _method_head.unpack_from(buf, pos)
+            if ftype != _METHOD or size > fmax:
+                break
+            stop = pos + 7 + size
+            if stop >= end or buf[stop] != framing.FRAME_END:
+                break
+            ch = channels.get(number)
+            if ch is None or ch._asm != "method":
+                break
+            if index == _ACK_ID and size == 13:
+                tag, bits = _ack_args.unpack_from(buf, pos + 11)
+                pending.append((ch, partial(_ack, ch, tag, bool(bits & 1))))
+                pos = stop + 1
+                continue
+            if index != _PUBLISH_ID:
+                break
+            fields = publish_fields(buf, pos + 11, stop)
+            head = stop + 1
+            if fields is None or end - head < 19:
+                break
+            htype, hnumber, hsize, class_id, weight, body_size = _content_head.unpack_from(buf, head)
+            if htype != _HEADER or hnumber != number or not 12 <= hsize <= fmax or class_id != 60 or weight:
+                break
+            hstop = head + 7 + hsize
+            if hstop >= end or buf[hstop] != framing.FRAME_END:
+                break
+            if body_size:
+                at = hstop + 1
+                if end - at < 7:
+                    break
+                btype, bnumber, bsize = _frame_head.unpack_from(buf, at)
+                if btype != _BODY or bnumber != number or bsize != body_size or bsize > fmax:
+                    break
+                bstop = at + 7 + bsize
+                if bstop >= end or buf[bstop] != framing.FRAME_END:
+                    break
+                body = bytes(buf[at + 7 : bstop])
+                pos = bstop + 1
+            else:
+                body = b""
+                pos = hstop + 1
+            exchange, routing_key, bits = fields
+            props = bytes(buf[head + 19 : hstop])
+            pending.append((ch, partial(_publish, ch, exchange, routing_key, bits, props, body, body_size)))
+        reader._pos = pos
 
     def flush_pending(self) -> None:
         """Run the channel methods the reader handed on (see :meth:`process`), in order.

@@ -14,6 +14,7 @@ RabbitMQ's reader gives about a frame it does not take are :func:`frame_error_te
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from pamqp import base, commands
 from pamqp import frame as pamqp_frame
@@ -187,8 +188,26 @@ def encode_raw_method(channel: int, payload: bytes) -> bytes:
     return _frame_head.pack(FRAME_METHOD, channel, len(payload)) + payload + b"\xce"
 
 
+#: (channel, method class, argument values) -> the encoded frame: replies such as channel.open-ok, close-ok,
+#: qos-ok or a queue's declare-ok repeat, and pamqp's marshal is most of their cost
+_method_frames: dict[tuple[object, ...], bytes] = {}
+_METHOD_FRAMES = 256
+
+
 def encode_method(channel: int, method: base.Frame) -> bytes:
-    return pamqp_frame.marshal(method, channel)
+    """pamqp's encoding of ``method`` on ``channel``, cached when its arguments are hashable (no tables)."""
+    cls = type(method)
+    key = (channel, cls, *[getattr(method, name) for name in cls.__slots__])
+    try:
+        frame = _method_frames.get(key)
+    except TypeError:  # a table argument
+        return pamqp_frame.marshal(method, channel)
+    if frame is None:
+        frame = pamqp_frame.marshal(method, channel)
+        if len(_method_frames) >= _METHOD_FRAMES:
+            _method_frames.clear()
+        _method_frames[key] = frame
+    return frame
 
 
 _DELIVER_ID = _method_id.pack(commands.Basic.Deliver.index)
@@ -257,6 +276,13 @@ def _shortstr(name: str) -> bytes | None:
     return out
 
 
+#: (consumer tag, exchange, routing key, property block size) -> the packer of a delivery of that shape on one
+#: channel and the parts of it that depend on the shape alone. Each channel keeps its own (it goes with the
+#: channel, so connection churn leaves nothing behind), at most ``DELIVERY_SHAPES`` entries.
+DeliveryShapes = dict[tuple[str, str, str, int], tuple[Callable[..., bytes], bytes, bytes, bytes]]
+DELIVERY_SHAPES = 256
+
+
 def encode_delivery(
     channel: int,
     consumer_tag: str,
@@ -266,31 +292,49 @@ def encode_delivery(
     routing_key: str,
     props: bytes,
     body: bytes,
+    shapes: DeliveryShapes,
 ) -> bytes | None:
     """``encode_small_content(encode_deliver(...), channel, props, body)`` in one step, for a body of at most
-    4088 octets; None when that does not apply (a longer body, a name over 255 octets)."""
+    4088 octets; None when that does not apply (a longer body, a name over 255 octets).
+
+    The frames up to the body are packed by one ``struct`` per shape (channel, names, property block size),
+    made once and cached with the octets that depend on the shape alone; the delivery tag, redelivered flag,
+    property block and body sizes are packed into it per delivery."""
     n = len(body)
     if n > 4088:
         return None
-    tag, ex, rk = _shortstr(consumer_tag), _shortstr(exchange), _shortstr(routing_key)
-    if tag is None or ex is None or rk is None:
-        return None
-    parts = [
-        _frame_head.pack(FRAME_METHOD, channel, 13 + len(tag) + len(ex) + len(rk)),
-        _DELIVER_ID,
-        tag,
-        _deliver_fixed.pack(delivery_tag, 1 if redelivered else 0),
-        ex,
-        rk,
-        b"\xce",
-        _frame_head.pack(FRAME_HEADER, channel, 12 + len(props)),
-        _content_head.pack(60, 0, n),
-        props,
-        b"\xce",
-    ]
-    if n:
-        parts += (_frame_head.pack(FRAME_BODY, channel, n), body, b"\xce")
-    return b"".join(parts)
+    key = (consumer_tag, exchange, routing_key, len(props))
+    shape = shapes.get(key)
+    if shape is None:
+        tag, ex, rk = _shortstr(consumer_tag), _shortstr(exchange), _shortstr(routing_key)
+        if tag is None or ex is None or rk is None:
+            return None
+        size = 13 + len(tag) + len(ex) + len(rk)
+        head = _frame_head.pack(FRAME_METHOD, channel, size) + _DELIVER_ID + tag
+        fmt = f">{len(head)}sqB{len(ex) + len(rk) + 1}s7sHHQ{len(props)}sBBHI"
+        if len(shapes) >= DELIVERY_SHAPES:
+            shapes.clear()
+        shape = shapes[key] = (
+            struct.Struct(fmt).pack,
+            head,
+            ex + rk + b"\xce",
+            _frame_head.pack(FRAME_HEADER, channel, 12 + len(props)),
+        )
+    pack, head, names, content = shape
+    if not n:
+        # no body frame: the content header ends the delivery
+        return pack(head, delivery_tag, 1 if redelivered else 0, names, content, 60, 0, 0, props, FRAME_END, 0, 0, 0)[
+            :-7
+        ]
+    return b"".join(
+        (
+            pack(
+                head, delivery_tag, 1 if redelivered else 0, names, content, 60, 0, n, props, FRAME_END, 3, channel, n
+            ),
+            body,
+            b"\xce",
+        )
+    )
 
 
 def encode_close(channel: int, reply_code: int, reply_text: bytes, class_id: int, method_id: int) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 from typing import Any
@@ -78,6 +79,7 @@ def _string(field: tuple[str, object]) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)  # once per connection: parsing costs more than the lookup
 def is_loopback(address: str) -> bool:
     """``rabbit_net:is_loopback/1``: 127.x.x.x, ::1 and IPv4-mapped 127.x.x.x (an empty address: a Unix
     socket or a transport without a peer, taken as local)."""

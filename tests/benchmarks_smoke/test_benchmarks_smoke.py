@@ -28,6 +28,7 @@ CASES = {
     "hotpath": ["bench_hotpath.py", "--quick", "--reps", "1", "-n", "300", "--bindings", "100"],
     "cpu": ["bench_cpu.py", "-n", "200", "--rounds", "1", "--targets", "process,thread"],
     "protocol": ["bench_protocol.py", "-n", "300", "--reps", "1"],
+    "wakeup": ["bench_wakeup.py", "-n", "200", "--gaps", "0"],
 }
 
 

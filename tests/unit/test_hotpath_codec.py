@@ -86,17 +86,25 @@ def test_small_content_is_encode_content_joined(size: int, frame_max: int) -> No
 
 @pytest.mark.parametrize("size", [0, 1, 100, 4088, 4089])
 def test_encode_delivery_is_deliver_and_content(size: int) -> None:
-    props = RawProperties().replace(message_id="m", headers={"a": ("S", b"b")}).raw
+    blocks = [
+        RawProperties().replace(message_id="m", headers={"a": ("S", b"b")}).raw,
+        b"\x00\x00",
+        RawProperties().replace(delivery_mode=2).raw,
+    ]
     body = b"z" * size
     rnd = random.Random(size)
-    for _ in range(50):
+    shapes_of: dict[int, framing.DeliveryShapes] = {}  # each channel's own cache
+    for _ in range(200):  # (the shapes repeat: the cached packers are checked too)
         args = (rnd.choice(NAMES), rnd.randrange(2**63), rnd.random() < 0.5, rnd.choice(NAMES), rnd.choice(NAMES))
-        got = framing.encode_delivery(5, *args, props, body)
+        ch, props = rnd.choice([1, 5, 65535]), rnd.choice(blocks)
+        got = framing.encode_delivery(ch, *args, props, body, shapes_of.setdefault(ch, {}))
         if size > 4088:
             assert got is None
             continue
-        assert got == framing.encode_method(5, Deliver(*args)) + b"".join(framing.encode_content(5, props, body, 4096))
-    assert framing.encode_delivery(5, "t" * 256, 1, False, "", "q", props, b"") is None
+        assert got == framing.encode_method(ch, Deliver(*args)) + b"".join(
+            framing.encode_content(ch, props, body, 4096)
+        )
+    assert framing.encode_delivery(5, "t" * 256, 1, False, "", "q", blocks[0], b"", {}) is None
 
 
 @pytest.mark.parametrize("tag", [0, 1, 2**31, 2**63 - 1])
