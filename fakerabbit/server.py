@@ -328,6 +328,19 @@ class FakeRabbit(TestingAPI):
         self._loop = None
 
     def _attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        def background(fn: Callable[[], None]) -> None:
+            # work the broker goes on with between client commands (an endless dead-letter loop's next turn)
+            def run() -> None:
+                if self._loop is not loop:
+                    return  # stopped since
+                try:
+                    fn()
+                finally:
+                    self._listener.flush()
+
+            loop.call_soon_threadsafe(run)
+
+        self._broker.on_background = background
         clock = self.clock
         if isinstance(clock, VirtualClock):
             clock.attach(self._call, self._listener.drain_inbound, self._listener.flush)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from fakerabbit.broker import errors, texts
@@ -70,6 +70,10 @@ class Broker:
         self.problems: list[str] = []
         self._problems_folded = 0
         self._fold_line = ""
+        #: how work that goes on between client commands is scheduled (the server sets it: its loop's
+        #: ``call_soon``); without it the work waits for :meth:`run_pending`
+        self.on_background: Callable[[Callable[[], None]], None] | None = None
+        self._pending: list[Callable[[], None]] = []
         self.dead_letters = DeadLetters(self)
         self.reply_sessions: dict[str, Session] = {}
         #: the channel-pid halves of every direct reply-to token this node issued: a 4.3 node routes a reply
@@ -84,6 +88,22 @@ class Broker:
 
     def next_msg_id(self) -> int:
         return next(self._msg_ids)
+
+    def run_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` after the work in hand, between client commands: RabbitMQ's queue processes go on working
+        while clients are served (an endless dead-letter loop, for one)."""
+        hook = self.on_background
+        if hook is None:
+            self._pending.append(fn)
+        else:
+            hook(fn)
+
+    def run_pending(self) -> int:
+        """Run the work :meth:`run_soon` kept for lack of a server (once each); how many ran."""
+        pending, self._pending = self._pending, []
+        for fn in pending:
+            fn()
+        return len(pending)
 
     # -- vhosts and users -----------------------------------------------------------------------------------
     def add_vhost(self, name: str, *, owner: str | None = None) -> Vhost:
@@ -209,3 +229,5 @@ class Broker:
         self.problems.clear()
         self.reply_sessions.clear()
         self.reply_pids.clear()
+        self.dead_letters.reset()
+        self._pending.clear()

@@ -7,6 +7,7 @@ workers, delayed messages and vhosts hold it typed as this Protocol (or a narrow
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -46,6 +47,10 @@ class NodeContext(Protocol):
 
     def next_msg_id(self) -> int:
         """A new message id (unique in the node)."""
+        ...
+
+    def run_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` after the work in hand, between client commands (work RabbitMQ does in the background)."""
         ...
 
     def report_problem(self, text: str) -> None:

@@ -205,6 +205,42 @@ def test_a_long_chain_of_ttl0_queues_is_published_iteratively() -> None:
     assert len(_xdeath(first.msg)) == n
 
 
+def test_an_endless_loop_goes_on_between_commands_in_turns() -> None:
+    """3.10's x-death order hides the cycle of a ring of TTL-0 queues entered by a reject: the copy goes round for
+    ever. The call that starts it publishes the first lap and REPEATS_PER_TURN deaths of the next; the rest waits
+    for :meth:`Broker.run_soon`'s turns (here :meth:`Broker.run_pending`), one more copy in the sink each lap."""
+    from fakerabbit.broker.deadletter.publisher import REPEATS_PER_TURN
+
+    b = _broker("3.10")
+    n = 10
+    for i in range(n):
+        dlx, dlrk = ("fan", None) if i == n - 1 else ("", f"r{i + 1}")
+        if i == n - 1:
+            b.vhost("/").declare_exchange(
+                None, "fan", "fanout", passive=False, durable=True, auto_delete=False, internal=False, arguments={}
+            )
+        args = {"x-message-ttl": 0, "x-dead-letter-exchange": dlx, "x-dead-letter-routing-key": dlrk}
+        _declare(b, f"r{i}", **{k: a for k, a in args.items() if a is not None})
+    sink = _declare(b, "sink")
+    v = b.vhost("/")
+    v.bind(None, "queue", "sink", "fan", "", {})
+    v.bind(None, "queue", "r0", "fan", "", {})
+    b.dead_letters.dead_letter(v.queues["r0"], [_msg(rk="r0")], "rejected")  # died in r0 (a reject), now in r1
+
+    # The first lap's deaths (r0 rejected, r1 .. r9, r0 expired) are firsts; from r1 on they repeat: r1 .. r9, r0,
+    # r1 .. so the k-th repeat is in r9 (a copy to the sink) when k % n == n - 1. A turn ends at REPEATS_PER_TURN.
+    def sink_after(repeats: int) -> int:
+        return 1 + (repeats + 1) // n
+
+    assert sink.ready_count == sink_after(REPEATS_PER_TURN)  # type: ignore[attr-defined]
+    assert b.dead_letters.pending == 1
+    for _turn in range(5):
+        assert b.run_pending() == 1  # each turn schedules the next
+    assert sink.ready_count == sink_after(6 * REPEATS_PER_TURN)  # type: ignore[attr-defined]
+    b.reset()
+    assert b.dead_letters.pending == 0 and b.run_pending() == 0
+
+
 def test_counts_travel_only_in_43() -> None:
     for version, want in (("4.0", 0), ("4.3", 2)):
         b = _broker(version)

@@ -10,6 +10,13 @@ publisher until every target accepted them (:mod:`fakerabbit.broker.deadletter.a
 Dead-lettering is never recursive: a copy that dies again in its target queue (TTL 0, overflow, a loop of such
 queues) is queued here and published by the outermost call, as RabbitMQ publishes dead letters asynchronously;
 however long the chain, the Python stack does not grow.
+
+Nor does an endless loop hold the node: RabbitMQ 3.10-3.12 miss a cycle when their x-death order hides it (see
+:mod:`fakerabbit.broker.deadletter.xdeath`), and the copy circulates for ever, one more in the loop's exits each
+lap, while the broker serves its clients. A turn publishes every death of a cascade, but once
+:data:`REPEATS_PER_TURN` of them were deaths in a queue the message had died in before for the same reason (laps
+of a loop), or :data:`HOPS_PER_TURN` in all, the rest waits for the next turn of the server's loop
+(:meth:`NodeContext.run_soon`), and clients are served in between, as there.
 """
 
 from __future__ import annotations
@@ -27,7 +34,14 @@ if TYPE_CHECKING:
     from fakerabbit.broker.context import NodeContext
     from fakerabbit.broker.queue import Queue
 
-__all__ = ["DeadLetters"]
+__all__ = ["HOPS_PER_TURN", "REPEATS_PER_TURN", "DeadLetters"]
+
+#: How many deaths in a queue the message had died in before, for the same reason, one turn publishes before the
+#: rest waits for the next turn of the server's loop. A cascade without a loop has none, or one per timer that
+#: fired (a retry through a TTL queue): only a loop's laps reach it.
+REPEATS_PER_TURN = 20
+#: How many queued deaths (a queue's batch of deaths is one) one turn publishes in all.
+HOPS_PER_TURN = 10_000
 
 
 class DeadLetters:
@@ -40,6 +54,8 @@ class DeadLetters:
         #: dead letters waiting to be published: (queue they died in, messages, reason, delivery counts)
         self._work: deque[tuple[Queue, list[Message], str, list[int] | None]] = deque()
         self._publishing = False
+        self._resume_pending = False
+        self._generation = 0
 
     # -- what the queues call ---------------------------------------------------------------------------------
     def dead_letter(self, queue: Queue, msgs: list[Message], reason: str, counts: list[int] | None = None) -> None:
@@ -69,14 +85,50 @@ class DeadLetters:
         return True
 
     def release(self) -> None:
-        """Publish the dead letters queued while held (and those their publishing causes), then stop holding."""
+        """Publish the dead letters queued while held (and those their publishing causes), then stop holding.
+        Past :data:`REPEATS_PER_TURN` laps of a loop (or :data:`HOPS_PER_TURN` deaths), the rest goes on at the
+        next turn."""
+        work = self._work
+        more = False
+        hops = repeats = 0
         try:
-            work = self._work
             while work:
-                self._publish(*work.popleft())
+                queue, msgs, reason, counts = work.popleft()
+                self._publish(queue, msgs, reason, counts)
+                hops += 1
+                if msgs and _died_there_before(msgs[0], queue.name, reason):
+                    repeats += 1
+                if repeats >= REPEATS_PER_TURN or hops >= HOPS_PER_TURN:
+                    more = bool(work)
+                    break
         finally:
             self._publishing = False
-            self._work.clear()
+            if not more:
+                work.clear()
+            elif not self._resume_pending:
+                self._resume_pending = True
+                generation = self._generation
+                self.ctx.run_soon(lambda: self._resume(generation))
+
+    def _resume(self, generation: int) -> None:
+        if generation != self._generation:
+            return  # the node was reset since
+        self._resume_pending = False
+        if self._work and not self._publishing:
+            self._publishing = True
+            self.release()
+
+    @property
+    def pending(self) -> int:
+        """How many queued deaths wait for a later turn (an endless loop has some, always)."""
+        return len(self._work)
+
+    def reset(self) -> None:
+        """Forget the dead letters still to publish (a reset node)."""
+        self._work.clear()
+        self._generation += 1
+        self._resume_pending = False
+        self._publishing = False
 
     # -- the steps both strategies share ------------------------------------------------------------------
     def make_copy(self, msg: Message, queue: str, reason: str, dlx: str, dlrk: str | None) -> Message:
@@ -135,3 +187,8 @@ class DeadLetters:
                 # rabbit_dead_letter delivers untracked: a quorum target's reject-publish (enforced by each
                 # tracked enqueuer, rabbit_fifo_client) never refuses it
                 t.publish(new, untracked=True)
+
+
+def _died_there_before(msg: Message, queue: str, reason: str) -> bool:
+    """``msg``'s history has a death in ``queue`` for ``reason`` (it is going round a loop, or a timer fired)."""
+    return any(d.queue == queue and d.reason == reason for d in msg.deaths)
