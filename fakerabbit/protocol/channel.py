@@ -300,12 +300,8 @@ class ChannelHandler:
             return
         try:
             self._publish(exchange, routing_key, bits, props, body, size)
-        except errors.SoftError as exc:
-            self.close_with(exc, _PUBLISH_IDS)
         except errors.AMQPError as exc:
-            if exc.method_ids == (0, 0) and exc.explanation:
-                exc.at(_PUBLISH_IDS)
-            raise
+            self._failed(exc, _PUBLISH_IDS)
 
     def ack(self, delivery_tag: int, multiple: bool) -> None:
         """A ``basic.ack``, run as the reader hands it on (see :meth:`publish`)."""
@@ -316,12 +312,8 @@ class ChannelHandler:
             return
         try:
             self.session.ack(delivery_tag, multiple)
-        except errors.SoftError as exc:
-            self.close_with(exc, _ACK_IDS)
         except errors.AMQPError as exc:
-            if exc.method_ids == (0, 0) and exc.explanation:
-                exc.at(_ACK_IDS)
-            raise
+            self._failed(exc, _ACK_IDS)
 
     def _publish(self, exchange: str, routing_key: str, bits: int, props: bytes, body: bytes, size: int) -> None:
         if bits & 2:
@@ -340,12 +332,18 @@ class ChannelHandler:
         """Run a broker call; soft errors close this channel, hard ones propagate to the connection."""
         try:
             fn()
-        except errors.SoftError as exc:
-            self.close_with(exc, ids)
         except errors.AMQPError as exc:
-            if exc.method_ids == (0, 0) and exc.explanation:
-                exc.at(ids)
-            raise
+            self._failed(exc, ids)
+
+    def _failed(self, exc: errors.AMQPError, ids: tuple[int, int]) -> None:
+        """A broker call for method ``ids`` raised ``exc``: a soft error closes this channel; a hard one, given
+        the method's ids if it names none, propagates to the connection."""
+        if isinstance(exc, errors.SoftError):
+            self.close_with(exc, ids)
+            return
+        if exc.method_ids == (0, 0) and exc.explanation:
+            exc.at(ids)
+        raise exc
 
     # -- frames out -----------------------------------------------------------------------------------------
     def send(self, method: base.Frame) -> None:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from fakerabbit.broker.broker import Broker
+from fakerabbit.broker.deadletter.publisher import REPEATS_PER_TURN
 from fakerabbit.broker.deadletter.xdeath import adopt_client_deaths, deaths_from_header
 from fakerabbit.broker.fields import Table, table_from_python
 from fakerabbit.broker.message import Message
@@ -209,8 +210,6 @@ def test_an_endless_loop_goes_on_between_commands_in_turns() -> None:
     """3.10's x-death order hides the cycle of a ring of TTL-0 queues entered by a reject: the copy goes round for
     ever. The call that starts it publishes the first lap and REPEATS_PER_TURN deaths of the next; the rest waits
     for :meth:`Broker.run_soon`'s turns (here :meth:`Broker.run_pending`), one more copy in the sink each lap."""
-    from fakerabbit.broker.deadletter.publisher import REPEATS_PER_TURN
-
     b = _broker("3.10")
     n = 10
     for i in range(n):
